@@ -1,0 +1,69 @@
+"""kplug: write plugins for kplug operators in Python.
+
+A plugin subclasses :class:`Plugin`, describes itself with :class:`PluginInfo`
+and calls :func:`run`; the SDK serves it on its Unix socket, registers it with
+the operator by heartbeat, answers probes, and drains on SIGTERM::
+
+    import kplug
+
+    class Hello(kplug.Plugin):
+        async def reconcile(self, request: kplug.Request) -> kplug.Response:
+            return kplug.Response.ok(status={"greeting": f"hello, {request.name}"})
+
+    kplug.run(Hello(), kplug.PluginInfo(
+        name="hello", version="0.1.0",
+        offers=[kplug.Offer(kplug.GroupKind("example.org", "Greeting"), "Hello")],
+    ))
+
+See docs/protocol.md in the kplug repository for the protocol behind it.
+"""
+
+from kplug.errors import (
+    InvalidNameError,
+    InvalidRequestError,
+    KplugError,
+    NotASocketError,
+    SocketInUseError,
+    StartupError,
+)
+from kplug.info import PROTOCOL, GroupKind, Offer, PluginInfo
+from kplug.plugin import Plugin, Readiness
+from kplug.request import JsonObject, ObjectRef, Request
+from kplug.response import (
+    RESERVED_CONDITION_TYPES,
+    RESERVED_STATUS_KEYS,
+    Condition,
+    Event,
+    ObjectStatus,
+    Outcome,
+    Response,
+)
+from kplug.server import PluginServer, run, serve
+
+__all__ = [
+    "PROTOCOL",
+    "RESERVED_CONDITION_TYPES",
+    "RESERVED_STATUS_KEYS",
+    "Condition",
+    "Event",
+    "GroupKind",
+    "InvalidNameError",
+    "InvalidRequestError",
+    "JsonObject",
+    "KplugError",
+    "NotASocketError",
+    "ObjectRef",
+    "ObjectStatus",
+    "Offer",
+    "Outcome",
+    "Plugin",
+    "PluginInfo",
+    "PluginServer",
+    "Readiness",
+    "Request",
+    "Response",
+    "SocketInUseError",
+    "StartupError",
+    "run",
+    "serve",
+]

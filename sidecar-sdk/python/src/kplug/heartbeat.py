@@ -1,0 +1,191 @@
+"""Registration with the operator: heartbeats with backoff, and Unregister on shutdown.
+
+Every heartbeat carries the plugin's full description, so an operator that
+restarted (and forgot the instance) simply registers it again: there is no
+separate "register" step to redo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from kplug._proto import registry_pb2, registry_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_TIMEOUT_SECONDS = 2.0
+UNREGISTER_TIMEOUT_SECONDS = 10.0
+FIRST_BACKOFF_SECONDS = 0.1
+MAX_JITTER = 0.1
+
+
+def backoff_delay(
+    failures: int, interval: float, rand: Callable[[], float] = random.random
+) -> float:
+    """The wait after ``failures`` failed heartbeats in a row (``failures >= 1``).
+
+    100 ms, doubling, capped at the interval; up to 10 % shorter at random so
+    that plugins restarted together do not retry in lockstep (shorter, not
+    longer, so the cap holds).
+    """
+    delay = min(FIRST_BACKOFF_SECONDS * 2.0 ** min(failures - 1, 32), interval)
+    return delay * (1 - MAX_JITTER * rand())
+
+
+class _State(enum.Enum):
+    STARTING = "starting"
+    REGISTERED = "registered"
+    REFUSED = "refused"
+    UNREACHABLE = "unreachable"
+
+
+class Heartbeat:
+    """Heartbeats ``request`` to the registry socket until cancelled."""
+
+    def __init__(
+        self, registry_socket: Path, request: registry_pb2.HeartbeatRequest, interval: float
+    ) -> None:
+        self._target = f"unix:{registry_socket}"
+        self._registry_socket = registry_socket
+        self._request = request
+        self._interval = interval
+        self._channel: grpc.aio.Channel | None = None
+        self._state = _State.STARTING
+        self._refusal = ""
+        self.registered = asyncio.Event()
+        """Set while the operator accepts the heartbeats."""
+
+    @property
+    def interval(self) -> float:
+        """The current interval: configured, then the one the operator asks for."""
+        return self._interval
+
+    async def run(self) -> None:
+        """Heartbeat forever (until the task is cancelled)."""
+        failures = 0
+        try:
+            while True:
+                try:
+                    response = await self._stub().Heartbeat(
+                        self._request, timeout=HEARTBEAT_TIMEOUT_SECONDS
+                    )
+                except grpc.aio.AioRpcError as e:
+                    failures += 1
+                    delay = backoff_delay(failures, self._interval)
+                    self._failed(e, failures, delay)
+                    # A fresh channel next time: grpc's own reconnect backoff
+                    # (1 s growing to 2 min) must not override ours.
+                    await self._close_channel()
+                else:
+                    failures = 0
+                    self._succeeded(response)
+                    delay = self._interval
+                await asyncio.sleep(delay)
+        finally:
+            await self._close_channel()
+
+    async def unregister(self) -> None:
+        """Tell the operator this instance is going away; errors are logged and ignored.
+
+        The operator answers once the calls in flight to this instance are
+        done, so this can take a while (bounded by a 10 s deadline).
+        """
+        request = registry_pb2.UnregisterRequest(
+            name=self._request.name, instance_id=self._request.instance_id
+        )
+        try:
+            response = await self._stub().Unregister(request, timeout=UNREGISTER_TIMEOUT_SECONDS)
+        except grpc.aio.AioRpcError as e:
+            logger.warning(
+                "plugin %s: Unregister at %s failed (%s: %s); exiting anyway, the operator "
+                "will notice the socket is gone",
+                self._request.name,
+                self._registry_socket,
+                e.code().name,
+                e.details(),
+            )
+        else:
+            logger.info(
+                "plugin %s: unregistered from the operator%s",
+                self._request.name,
+                "" if response.removed else " (it did not know this instance)",
+            )
+        finally:
+            self.registered.clear()
+            await self._close_channel()
+
+    def _stub(self) -> registry_pb2_grpc.RegistryStub:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(
+                self._target,
+                options=[
+                    # Our own channel per attempt, not one shared through grpc's
+                    # global subchannel pool (which keeps its reconnect backoff).
+                    ("grpc.use_local_subchannel_pool", 1),
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.min_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", max(100, int(self._interval * 1000))),
+                ],
+            )
+        return registry_pb2_grpc.RegistryStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def _close_channel(self) -> None:
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.close()
+
+    def _succeeded(self, response: registry_pb2.HeartbeatResponse) -> None:
+        if response.HasField("interval") and response.interval.ToTimedelta().total_seconds() > 0:
+            self._interval = response.interval.ToTimedelta().total_seconds()
+        name = self._request.name
+        if response.accepted:
+            if self._state is not _State.REGISTERED:
+                ttl = response.ttl.ToTimedelta().total_seconds() if response.HasField("ttl") else 0
+                logger.info(
+                    "plugin %s: registered with the operator at %s (heartbeat every %gs, ttl %gs)",
+                    name,
+                    self._registry_socket,
+                    self._interval,
+                    ttl,
+                )
+            self._state = _State.REGISTERED
+            self.registered.set()
+            return
+        self.registered.clear()
+        if self._state is not _State.REFUSED or response.reason != self._refusal:
+            logger.error(
+                "plugin %s: the operator refused the registration: %s (heartbeats go on, an "
+                "upgraded operator may accept it)",
+                name,
+                response.reason or "no reason given",
+            )
+        self._state, self._refusal = _State.REFUSED, response.reason
+
+    def _failed(self, error: grpc.aio.AioRpcError, failures: int, delay: float) -> None:
+        self.registered.clear()
+        if self._state is not _State.UNREACHABLE:
+            log = logger.info if self._state is _State.STARTING else logger.warning
+            log(
+                "plugin %s: %s at %s (%s: %s); retrying with backoff",
+                self._request.name,
+                "waiting for the operator"
+                if self._state is _State.STARTING
+                else "lost the operator",
+                self._registry_socket,
+                error.code().name,
+                error.details(),
+            )
+        self._state = _State.UNREACHABLE
+        logger.debug(
+            "plugin %s: heartbeat failed %d time(s) in a row; next try in %.3fs",
+            self._request.name,
+            failures,
+            delay,
+        )

@@ -1,0 +1,140 @@
+"""What a plugin is asked to reconcile: the decoded base object and its extensions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kplug._proto import types_pb2
+from kplug.errors import InvalidRequestError
+
+JsonObject = dict[str, Any]
+"""A decoded Kubernetes object (or any JSON object)."""
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Points at one Kubernetes object; ``namespace`` is empty for cluster-scoped ones."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
+        """The reference to a Kubernetes object given as a dict."""
+        metadata = obj.get("metadata") or {}
+        return cls(
+            api_version=str(obj.get("apiVersion", "")),
+            kind=str(obj.get("kind", "")),
+            namespace=str(metadata.get("namespace", "")),
+            name=str(metadata.get("name", "")),
+        )
+
+    @classmethod
+    def from_proto(cls, ref: types_pb2.ObjectRef) -> ObjectRef:
+        return cls(ref.api_version, ref.kind, ref.namespace, ref.name)
+
+    def to_proto(self) -> types_pb2.ObjectRef:
+        return types_pb2.ObjectRef(
+            api_version=self.api_version, kind=self.kind, namespace=self.namespace, name=self.name
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
+@dataclass
+class Request:
+    """A Reconcile or Finalize call: the base object and the extensions the plugin declared.
+
+    ``object`` is the base object as the API server serves it (``apiVersion``,
+    ``kind``, ``metadata``, ``spec``, ``status``); ``extensions`` are the
+    extension objects, in the order the base object references them.
+    """
+
+    implementation: str
+    object: JsonObject
+    extensions: list[JsonObject]
+
+    @classmethod
+    def decode(cls, implementation: str, obj: bytes, extensions: Sequence[bytes]) -> Request:
+        """Decode the JSON the operator sent; raise :class:`InvalidRequestError` if it is not
+        a JSON object."""
+        return cls(
+            implementation=implementation,
+            object=_decode_object("object", obj),
+            extensions=[_decode_object(f"extensions[{i}]", e) for i, e in enumerate(extensions)],
+        )
+
+    @property
+    def metadata(self) -> JsonObject:
+        """The base object's ``metadata`` (empty if absent)."""
+        metadata = self.object.get("metadata")
+        return metadata if isinstance(metadata, dict) else {}
+
+    @property
+    def spec(self) -> JsonObject:
+        """The base object's ``spec`` (empty if absent)."""
+        spec = self.object.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def name(self) -> str:
+        """The base object's name."""
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        """The base object's namespace; empty for a cluster-scoped object."""
+        return str(self.metadata.get("namespace", ""))
+
+    @property
+    def generation(self) -> int:
+        """The base object's ``metadata.generation`` (0 if absent)."""
+        generation = self.metadata.get("generation", 0)
+        return generation if isinstance(generation, int) else 0
+
+    @property
+    def deleting(self) -> bool:
+        """Whether the base object is being deleted (always true in Finalize)."""
+        return bool(self.metadata.get("deletionTimestamp"))
+
+    def extension(self, kind: str) -> JsonObject | None:
+        """The first extension of this kind (e.g. ``"DatabaseTablePostgreSqlExtension"``),
+        or ``None`` if none was sent."""
+        return next(iter(self.extensions_of(kind)), None)
+
+    def extensions_of(self, kind: str) -> list[JsonObject]:
+        """All extensions of this kind, in reference order."""
+        return [e for e in self.extensions if e.get("kind") == kind]
+
+    def ref(self, obj: Mapping[str, Any] | None = None) -> ObjectRef:
+        """The reference to ``obj`` (default: the base object), e.g. for
+        :meth:`Response.extension_status` or an event's ``regarding``."""
+        return ObjectRef.of(self.object if obj is None else obj)
+
+    def __str__(self) -> str:
+        return str(self.ref())
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python accepts them by default, other
+    # languages' decoders do not, and the SDKs must agree.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _decode_object(what: str, data: bytes) -> JsonObject:
+    try:
+        value = json.loads(data, parse_constant=_reject_constant)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InvalidRequestError(f"invalid request: {what} is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise InvalidRequestError(
+            f"invalid request: {what} is not a JSON object (got {type(value).__name__})"
+        )
+    return value

@@ -1,0 +1,303 @@
+"""What a plugin answers: an outcome, statuses, conditions and events.
+
+Build one with :meth:`Response.ok`, :meth:`Response.retry` or
+:meth:`Response.failed`, then chain what you have to report::
+
+    return (
+        Response.ok("table created", status={"columns": 3})
+        .extension_status(request.extension("DatabaseTablePostgreSqlExtension"), {"partitions": 4})
+        .condition("TableReady", True, "Created", "the table exists")
+        .event("TableCreated", "created table users")
+    )
+
+The same rules as the operator's apply, and break early here, with a message
+that says what to change: status keys ``implementation``,
+``observedGeneration`` and ``conditions`` and condition types ``Ready``,
+``PluginAvailable``, ``ExtensionsResolved`` and ``Reconciled`` belong to the
+operator; statuses and events may only target objects the plugin was sent.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Self
+
+from google.protobuf import duration_pb2
+
+from kplug._proto import plugin_pb2, types_pb2
+from kplug.request import JsonObject, ObjectRef
+
+RESERVED_STATUS_KEYS = frozenset({"implementation", "observedGeneration", "conditions"})
+"""Status keys the operator owns; a plugin status that sets one is refused."""
+
+RESERVED_CONDITION_TYPES = frozenset(
+    {"Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"}
+)
+"""Condition types the operator owns."""
+
+DEFAULT_RETRY_AFTER_SECONDS = 10.0
+"""How long :meth:`Response.retry` waits when not told (the operator's default too)."""
+
+
+class Outcome(enum.Enum):
+    """What a call achieved."""
+
+    OK = types_pb2.OUTCOME_OK
+    RETRY = types_pb2.OUTCOME_RETRY
+    FAILED = types_pb2.OUTCOME_FAILED
+
+
+@dataclass
+class Condition:
+    """A Kubernetes-style condition on the base object; ``status`` None means Unknown."""
+
+    type: str
+    status: bool | None
+    reason: str = ""
+    message: str = ""
+
+    def to_proto(self) -> types_pb2.Condition:
+        status = {
+            True: types_pb2.CONDITION_STATUS_TRUE,
+            False: types_pb2.CONDITION_STATUS_FALSE,
+            None: types_pb2.CONDITION_STATUS_UNKNOWN,
+        }[self.status]
+        return types_pb2.Condition(
+            type=self.type, status=status, reason=self.reason, message=self.message
+        )
+
+
+@dataclass
+class Event:
+    """A Kubernetes Event; ``regarding`` None means the base object."""
+
+    reason: str
+    message: str
+    warning: bool = False
+    regarding: ObjectRef | None = None
+
+    def to_proto(self) -> types_pb2.Event:
+        event = types_pb2.Event(
+            type=types_pb2.EVENT_TYPE_WARNING if self.warning else types_pb2.EVENT_TYPE_NORMAL,
+            reason=self.reason,
+            message=self.message,
+        )
+        if self.regarding is not None:
+            event.regarding.CopyFrom(self.regarding.to_proto())
+        return event
+
+
+@dataclass
+class ObjectStatus:
+    """A status for one object the plugin was sent, merged into its ``.status``."""
+
+    target: ObjectRef
+    status: JsonObject
+
+
+@dataclass
+class Response:
+    """A plugin's answer to Reconcile or Finalize.
+
+    Finalize answers carry only the outcome, message, retry delay and events:
+    the object is going away, so statuses and conditions are refused there.
+    """
+
+    outcome: Outcome
+    message: str = ""
+    retry_after_seconds: float | None = None
+    status: JsonObject | None = None
+    extension_statuses: list[ObjectStatus] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @classmethod
+    def ok(cls, message: str = "", *, status: Mapping[str, Any] | None = None) -> Response:
+        """Done: the object is reconciled (for Finalize: cleaned up, it may go)."""
+        return cls(Outcome.OK, message)._with_optional_status(status)
+
+    @classmethod
+    def retry(
+        cls,
+        after_seconds: float = DEFAULT_RETRY_AFTER_SECONDS,
+        message: str = "",
+        *,
+        status: Mapping[str, Any] | None = None,
+    ) -> Response:
+        """Not done yet, nothing is wrong: call again after ``after_seconds``."""
+        if after_seconds < 0:
+            raise ValueError(f"retry delay must not be negative, got {after_seconds}")
+        return cls(Outcome.RETRY, message, after_seconds)._with_optional_status(status)
+
+    @classmethod
+    def failed(cls, message: str, *, status: Mapping[str, Any] | None = None) -> Response:
+        """Failed: ``message`` says why (shown on the resource); the operator retries with
+        backoff."""
+        return cls(Outcome.FAILED, message)._with_optional_status(status)
+
+    def with_status(self, status: Mapping[str, Any]) -> Self:
+        """Merge ``status`` (top-level keys) into the base object's status."""
+        _check_status_keys(status, "status")
+        self.status = {**(self.status or {}), **status}
+        return self
+
+    def extension_status(
+        self, target: Mapping[str, Any] | ObjectRef | None, status: Mapping[str, Any]
+    ) -> Self:
+        """Merge ``status`` into the status of ``target``: an extension the plugin was sent
+        (the object itself as found in ``request.extensions``, or its :class:`ObjectRef`)."""
+        if target is None:
+            raise ValueError(
+                "extension_status target is None: pass an extension from request.extensions "
+                "(request.extension(kind) returns None when none of that kind was sent)"
+            )
+        ref = target if isinstance(target, ObjectRef) else ObjectRef.of(target)
+        for existing in self.extension_statuses:
+            if existing.target == ref:
+                existing.status = {**existing.status, **status}
+                return self
+        self.extension_statuses.append(ObjectStatus(ref, dict(status)))
+        return self
+
+    def condition(
+        self, type: str, status: bool | None, reason: str = "", message: str = ""
+    ) -> Self:
+        """Report a condition on the base object (status True, False or None for Unknown)."""
+        _check_condition_type(type)
+        self.conditions.append(Condition(type, status, reason, message))
+        return self
+
+    def event(
+        self,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        regarding: Mapping[str, Any] | ObjectRef | None = None,
+    ) -> Self:
+        """Record a Kubernetes Event on the base object, or on ``regarding`` (an object the
+        plugin was sent)."""
+        ref = (
+            None
+            if regarding is None
+            else regarding
+            if isinstance(regarding, ObjectRef)
+            else ObjectRef.of(regarding)
+        )
+        self.events.append(Event(reason, message, warning, ref))
+        return self
+
+    def to_reconcile_proto(
+        self, base: ObjectRef, extensions: Sequence[ObjectRef]
+    ) -> plugin_pb2.ReconcileResponse:
+        """The wire form; raise ValueError where the operator would refuse the response.
+
+        ``base`` and ``extensions`` are the objects the plugin was sent.
+        """
+        sent = {base, *extensions}
+        response = plugin_pb2.ReconcileResponse(outcome=self.outcome.value, message=self.message)
+        self._set_retry_after(response)
+        if self.status is not None:
+            _check_status_keys(self.status, "status")
+            response.status = encode_json(self.status, "status")
+        for item in self.extension_statuses:
+            _check_sent(item.target, sent, "a status")
+            if item.target == base:
+                _check_status_keys(item.status, f"status of {item.target}")
+            response.extension_statuses.append(
+                plugin_pb2.ObjectStatus(
+                    target=item.target.to_proto(),
+                    status=encode_json(item.status, f"status of {item.target}"),
+                )
+            )
+        for condition in self.conditions:
+            _check_condition_type(condition.type)
+            response.conditions.append(condition.to_proto())
+        response.events.extend(self._events_proto(sent))
+        return response
+
+    def to_finalize_proto(
+        self, base: ObjectRef, extensions: Sequence[ObjectRef]
+    ) -> plugin_pb2.FinalizeResponse:
+        """The wire form of a Finalize answer; raise ValueError if it carries statuses or
+        conditions (a Finalize response cannot)."""
+        if self.status is not None or self.extension_statuses or self.conditions:
+            raise ValueError(
+                "a Finalize response carries no status, extension statuses or conditions (the "
+                "object is being deleted); return the outcome, a message and events only"
+            )
+        response = plugin_pb2.FinalizeResponse(outcome=self.outcome.value, message=self.message)
+        self._set_retry_after(response)
+        response.events.extend(self._events_proto({base, *extensions}))
+        return response
+
+    def _with_optional_status(self, status: Mapping[str, Any] | None) -> Response:
+        return self if status is None else self.with_status(status)
+
+    def _set_retry_after(
+        self, response: plugin_pb2.ReconcileResponse | plugin_pb2.FinalizeResponse
+    ) -> None:
+        if self.outcome is Outcome.RETRY:
+            seconds = (
+                DEFAULT_RETRY_AFTER_SECONDS
+                if self.retry_after_seconds is None
+                else self.retry_after_seconds
+            )
+            response.retry_after.CopyFrom(seconds_to_duration(seconds))
+
+    def _events_proto(self, sent: set[ObjectRef]) -> list[types_pb2.Event]:
+        for event in self.events:
+            if event.regarding is not None:
+                _check_sent(event.regarding, sent, f"event {event.reason!r}")
+        return [event.to_proto() for event in self.events]
+
+
+def encode_json(value: Any, what: str) -> bytes:
+    """Compact UTF-8 JSON, as every SDK sends it."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
+    try:
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} cannot be encoded as JSON: {e}") from e
+
+
+def seconds_to_duration(seconds: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromTimedelta(timedelta(seconds=seconds))
+    return duration
+
+
+def _check_status_keys(status: Mapping[str, Any], what: str) -> None:
+    for key in status:
+        if key in RESERVED_STATUS_KEYS:
+            raise ValueError(
+                f'{what} key "{key}" is reserved for the operator (it owns '
+                f"{', '.join(sorted(RESERVED_STATUS_KEYS))}); report it under another key, "
+                "or as a condition"
+            )
+
+
+def _check_condition_type(type: str) -> None:
+    if not type:
+        raise ValueError("condition type is empty; use a CamelCase type such as 'TableReady'")
+    if type in RESERVED_CONDITION_TYPES:
+        raise ValueError(
+            f'condition type "{type}" is reserved for the operator (it owns '
+            f"{', '.join(sorted(RESERVED_CONDITION_TYPES))}); use a type of your own, "
+            "e.g. 'TableReady'"
+        )
+
+
+def _check_sent(target: ObjectRef, sent: set[ObjectRef], what: str) -> None:
+    if target not in sent:
+        raise ValueError(
+            f"{what} targets {target} ({target.api_version}), which was not sent to this plugin; "
+            f"only the base object and the extensions in the request can be targeted"
+        )

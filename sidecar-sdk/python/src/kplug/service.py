@@ -1,0 +1,142 @@
+"""The kplug.v1.Plugin gRPC service: decodes requests, calls the plugin, encodes responses.
+
+Nothing a plugin does turns into a gRPC error: invalid input, a handler
+exception or an invalid response all become ``OUTCOME_FAILED`` with a
+message, because the operator shows that message on the resource, where the
+user looks, while a gRPC error would only be retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import grpc
+
+from kplug._proto import plugin_pb2, plugin_pb2_grpc, types_pb2
+from kplug.errors import InvalidRequestError
+from kplug.info import PROTOCOL, PluginInfo
+from kplug.plugin import Plugin, Readiness, overrides_finalize
+from kplug.request import Request
+from kplug.response import Response
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def capabilities(plugin: Plugin, info: PluginInfo) -> list[types_pb2.Capability]:
+    """RECONCILE always; FINALIZE when asked for, or when the plugin overrides finalize."""
+    finalize = overrides_finalize(plugin) if info.finalize is None else info.finalize
+    return [types_pb2.CAPABILITY_RECONCILE] + ([types_pb2.CAPABILITY_FINALIZE] if finalize else [])
+
+
+def describe_exception(error: BaseException) -> str:
+    """``"<ExceptionType>: <message>"``, the text the user sees on the resource."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+async def call_handler(handler: Callable[..., T | Awaitable[T]], *args: Any) -> T:
+    """Await an async handler; run a plain one in a worker thread so it may block."""
+    if inspect.iscoroutinefunction(handler):
+        result = await handler(*args)
+    elif getattr(handler, "__func__", None) in _INLINE_DEFAULTS:
+        result = handler(*args)  # the SDK's own trivial defaults need no thread
+    else:
+        result = await asyncio.to_thread(handler, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return cast(T, result)
+
+
+_INLINE_DEFAULTS = {Plugin.finalize, Plugin.ready}
+
+
+class PluginService(plugin_pb2_grpc.PluginServicer):
+    """Serves one plugin instance."""
+
+    def __init__(self, plugin: Plugin, info: PluginInfo) -> None:
+        self._plugin = plugin
+        self._info = info
+        self._capabilities = capabilities(plugin, info)
+
+    async def GetInfo(  # noqa: N802 (the gRPC method name)
+        self, request: plugin_pb2.GetInfoRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.GetInfoResponse:
+        return plugin_pb2.GetInfoResponse(
+            name=self._info.name,
+            version=self._info.version,
+            protocol=PROTOCOL,
+            offers=[offer.to_proto() for offer in self._info.offers],
+            capabilities=self._capabilities,
+            description=self._info.description,
+        )
+
+    async def Probe(  # noqa: N802
+        self, request: plugin_pb2.ProbeRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.ProbeResponse:
+        try:
+            readiness = await call_handler(self._plugin.ready)
+        except Exception as e:
+            logger.exception("plugin %s: ready() raised; answering not ready", self._info.name)
+            return plugin_pb2.ProbeResponse(ready=False, message=describe_exception(e))
+        if isinstance(readiness, bool):
+            readiness = Readiness(readiness)
+        if not isinstance(readiness, Readiness):
+            message = f"ready() must return kplug.Readiness or bool, got {readiness!r}"
+            logger.error("plugin %s: %s", self._info.name, message)
+            return plugin_pb2.ProbeResponse(ready=False, message=message)
+        return plugin_pb2.ProbeResponse(ready=readiness.ready, message=readiness.message)
+
+    async def Reconcile(  # noqa: N802
+        self, request: plugin_pb2.ReconcileRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.ReconcileResponse:
+        def encode(response: Response, decoded: Request) -> plugin_pb2.ReconcileResponse:
+            return response.to_reconcile_proto(
+                decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
+            )
+
+        return await self._handle(
+            "reconcile", request, self._plugin.reconcile, encode, plugin_pb2.ReconcileResponse
+        )
+
+    async def Finalize(  # noqa: N802
+        self, request: plugin_pb2.FinalizeRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.FinalizeResponse:
+        def encode(response: Response, decoded: Request) -> plugin_pb2.FinalizeResponse:
+            return response.to_finalize_proto(
+                decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
+            )
+
+        return await self._handle(
+            "finalize", request, self._plugin.finalize, encode, plugin_pb2.FinalizeResponse
+        )
+
+    async def _handle(
+        self,
+        call: str,
+        request: plugin_pb2.ReconcileRequest | plugin_pb2.FinalizeRequest,
+        handler: Callable[[Request], Response | Awaitable[Response]],
+        encode: Callable[[Response, Request], T],
+        wire_type: Callable[..., T],
+    ) -> T:
+        try:
+            decoded = Request.decode(request.implementation, request.object, request.extensions)
+        except InvalidRequestError as e:
+            logger.error("plugin %s: %s; %s not called", self._info.name, e, call)
+            return wire_type(outcome=types_pb2.OUTCOME_FAILED, message=str(e))
+        logger.debug("plugin %s: %s %s", self._info.name, call, decoded)
+        try:
+            response = await call_handler(handler, decoded)
+            if not isinstance(response, Response):
+                raise TypeError(
+                    f"{call}() must return a kplug.Response, got {type(response).__name__}"
+                )
+            return encode(response, decoded)
+        except Exception as e:
+            logger.exception("plugin %s: %s of %s failed", self._info.name, call, decoded)
+            return wire_type(outcome=types_pb2.OUTCOME_FAILED, message=describe_exception(e))

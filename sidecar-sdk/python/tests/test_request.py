@@ -1,0 +1,96 @@
+"""Decoding what the operator sends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kplug import InvalidRequestError, ObjectRef, Request
+
+BASE: dict[str, Any] = {
+    "apiVersion": "myorg.org/v1alpha1",
+    "kind": "DatabaseTable",
+    "metadata": {"name": "users", "namespace": "shop", "generation": 7},
+    "spec": {"serverName": "main", "columns": [{"name": "id", "type": "int64"}]},
+}
+PG = {
+    "apiVersion": "myorg.org/v1alpha1",
+    "kind": "DatabaseTablePostgreSqlExtension",
+    "metadata": {"name": "users-pg", "namespace": "shop"},
+    "spec": {"partitionBy": "hash"},
+}
+PG2 = {**PG, "metadata": {"name": "users-pg-2", "namespace": "shop"}}
+
+
+def decode(obj: object, *extensions: object) -> Request:
+    return Request.decode(
+        "PostgreSQL", json.dumps(obj).encode(), [json.dumps(e).encode() for e in extensions]
+    )
+
+
+def test_decodes_base_and_extensions() -> None:
+    request = decode(BASE, PG, PG2)
+    assert request.implementation == "PostgreSQL"
+    assert request.object == BASE
+    assert request.extensions == [PG, PG2]
+    assert (request.name, request.namespace, request.generation) == ("users", "shop", 7)
+    assert request.spec["serverName"] == "main"
+    assert not request.deleting
+
+
+def test_extension_lookup_by_kind() -> None:
+    request = decode(BASE, PG, PG2)
+    assert request.extension("DatabaseTablePostgreSqlExtension") == PG
+    assert request.extensions_of("DatabaseTablePostgreSqlExtension") == [PG, PG2]
+    assert request.extension("DatabaseTableMariaDbExtension") is None
+    assert request.extensions_of("DatabaseTableMariaDbExtension") == []
+
+
+def test_refs() -> None:
+    request = decode(BASE, PG)
+    assert request.ref() == ObjectRef("myorg.org/v1alpha1", "DatabaseTable", "shop", "users")
+    assert request.ref(PG) == ObjectRef(
+        "myorg.org/v1alpha1", "DatabaseTablePostgreSqlExtension", "shop", "users-pg"
+    )
+    assert str(request.ref()) == "DatabaseTable shop/users"
+
+
+def test_cluster_scoped_and_sparse_objects() -> None:
+    request = decode({"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "x"}})
+    assert (request.namespace, request.generation, request.spec) == ("", 0, {})
+    assert str(request.ref()) == "Thing x"
+
+
+def test_deleting() -> None:
+    deleted = {
+        **BASE,
+        "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+    }
+    assert decode(deleted).deleting
+
+
+def test_unicode_survives() -> None:
+    obj = {**BASE, "spec": {"comment": "Grüße, 世界 🚀"}}
+    request = Request.decode("x", json.dumps(obj, ensure_ascii=False).encode(), [])
+    assert request.spec["comment"] == "Grüße, 世界 🚀"
+
+
+@pytest.mark.parametrize(
+    ("obj", "extensions", "message"),
+    [
+        (b"{not json", [], "invalid request: object is not valid JSON"),
+        (b"", [], "invalid request: object is not valid JSON"),
+        (b"\xff\xfe", [], "invalid request: object is not valid JSON"),
+        (b'{"a": NaN}', [], "invalid request: object is not valid JSON"),
+        (b"[1, 2]", [], "invalid request: object is not a JSON object"),
+        (b"{}", [b"{}", b"nope"], "invalid request: extensions[1] is not valid JSON"),
+        (b"{}", [b'"text"'], "invalid request: extensions[0] is not a JSON object"),
+    ],
+)
+def test_invalid_input_is_refused_with_a_clear_message(
+    obj: bytes, extensions: list[bytes], message: str
+) -> None:
+    with pytest.raises(InvalidRequestError, match=r"^" + message.replace("[", r"\[")):
+        Request.decode("x", obj, extensions)

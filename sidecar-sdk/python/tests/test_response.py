@@ -1,0 +1,128 @@
+"""Building responses: the wire form and the rules the operator enforces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kplug import ObjectRef, Response
+from kplug._proto import types_pb2
+
+BASE = ObjectRef("myorg.org/v1alpha1", "DatabaseTable", "shop", "users")
+EXT = ObjectRef("myorg.org/v1alpha1", "DatabaseTablePostgreSqlExtension", "shop", "users-pg")
+EXT_OBJ = {
+    "apiVersion": EXT.api_version,
+    "kind": EXT.kind,
+    "metadata": {"name": EXT.name, "namespace": EXT.namespace},
+}
+
+
+def test_ok_with_everything() -> None:
+    wire = (
+        Response.ok("created", status={"columns": 3})
+        .with_status({"engine": "heap"})
+        .extension_status(EXT_OBJ, {"partitions": 4})
+        .extension_status(EXT, {"rows": [10, 12]})
+        .condition("TableReady", True, "Created", "the table exists")
+        .condition("Partitioned", None)
+        .event("TableCreated", "created table users")
+        .event("Slow", "took 3s", warning=True, regarding=EXT_OBJ)
+        .to_reconcile_proto(BASE, [EXT])
+    )
+    assert wire.outcome == types_pb2.OUTCOME_OK
+    assert wire.message == "created"
+    assert not wire.HasField("retry_after")
+    assert wire.status == b'{"columns":3,"engine":"heap"}'  # compact, merged in order
+    [ext_status] = wire.extension_statuses
+    assert ObjectRef.from_proto(ext_status.target) == EXT
+    assert json.loads(ext_status.status) == {"partitions": 4, "rows": [10, 12]}
+    assert [(c.type, c.status, c.reason, c.message) for c in wire.conditions] == [
+        ("TableReady", types_pb2.CONDITION_STATUS_TRUE, "Created", "the table exists"),
+        ("Partitioned", types_pb2.CONDITION_STATUS_UNKNOWN, "", ""),
+    ]
+    normal, warning = wire.events
+    assert normal.type == types_pb2.EVENT_TYPE_NORMAL
+    assert not normal.HasField("regarding")
+    assert warning.type == types_pb2.EVENT_TYPE_WARNING
+    assert ObjectRef.from_proto(warning.regarding) == EXT
+
+
+def test_no_status_sends_no_bytes() -> None:
+    assert Response.ok().to_reconcile_proto(BASE, []).status == b""
+
+
+def test_unicode_is_sent_as_utf8_not_escaped() -> None:
+    wire = Response.ok(status={"note": "Grüße 🚀"}).to_reconcile_proto(BASE, [])
+    assert wire.status == '{"note":"Grüße 🚀"}'.encode()
+
+
+def test_retry_delays() -> None:
+    assert Response.retry(2.5).to_reconcile_proto(BASE, []).retry_after.ToMilliseconds() == 2500
+    default = Response.retry(message="waiting").to_reconcile_proto(BASE, [])
+    assert default.outcome == types_pb2.OUTCOME_RETRY
+    assert default.retry_after.seconds == 10
+    with pytest.raises(ValueError, match="must not be negative"):
+        Response.retry(-1)
+
+
+def test_failed() -> None:
+    wire = Response.failed("no server").to_reconcile_proto(BASE, [])
+    assert (wire.outcome, wire.message) == (types_pb2.OUTCOME_FAILED, "no server")
+
+
+@pytest.mark.parametrize("key", ["implementation", "observedGeneration", "conditions"])
+def test_reserved_status_keys_are_refused_when_set(key: str) -> None:
+    with pytest.raises(ValueError, match=f'status key "{key}" is reserved for the operator'):
+        Response.ok(status={key: "x"})
+    with pytest.raises(ValueError, match=f'status key "{key}" is reserved'):
+        Response.ok().with_status({"fine": 1, key: "x"})
+
+
+def test_reserved_status_keys_are_refused_when_built() -> None:
+    response = Response.ok()
+    response.status = {"observedGeneration": 3}  # bypassing the builder
+    with pytest.raises(ValueError, match='status key "observedGeneration" is reserved'):
+        response.to_reconcile_proto(BASE, [])
+
+
+def test_reserved_keys_in_a_status_targeting_the_base() -> None:
+    response = Response.ok().extension_status(BASE, {"implementation": "x"})
+    with pytest.raises(ValueError, match='key "implementation" is reserved'):
+        response.to_reconcile_proto(BASE, [])
+
+
+@pytest.mark.parametrize("type_", ["Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"])
+def test_reserved_condition_types_are_refused(type_: str) -> None:
+    with pytest.raises(ValueError, match=f'condition type "{type_}" is reserved'):
+        Response.ok().condition(type_, True)
+
+
+def test_targets_must_have_been_sent() -> None:
+    other = ObjectRef("myorg.org/v1alpha1", "DatabaseTablePostgreSqlExtension", "shop", "other")
+    with pytest.raises(ValueError, match=r"other .* was not sent to this plugin"):
+        Response.ok().extension_status(other, {"a": 1}).to_reconcile_proto(BASE, [EXT])
+    with pytest.raises(ValueError, match="was not sent to this plugin"):
+        Response.ok().event("R", "m", regarding=other).to_reconcile_proto(BASE, [EXT])
+    with pytest.raises(ValueError, match="target is None"):
+        Response.ok().extension_status(None, {"a": 1})
+
+
+def test_status_must_be_json() -> None:
+    response = Response.ok(status={"when": object()})
+    with pytest.raises(ValueError, match="status cannot be encoded as JSON"):
+        response.to_reconcile_proto(BASE, [])
+    with pytest.raises(ValueError, match="cannot be encoded as JSON"):
+        Response.ok(status={"x": float("nan")}).to_reconcile_proto(BASE, [])
+
+
+def test_finalize_carries_outcome_and_events_only() -> None:
+    wire = Response.retry(3, "dropping").event("Dropping", "dropping").to_finalize_proto(BASE, [])
+    assert (wire.outcome, wire.message, wire.retry_after.seconds) == (
+        types_pb2.OUTCOME_RETRY,
+        "dropping",
+        3,
+    )
+    assert [e.reason for e in wire.events] == ["Dropping"]
+    with pytest.raises(ValueError, match="a Finalize response carries no status"):
+        Response.ok(status={"a": 1}).to_finalize_proto(BASE, [])
