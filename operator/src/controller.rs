@@ -1,0 +1,925 @@
+//! The reconcile loop: select an implementation, resolve extensions, call
+//! the plugin, write what it returns.
+//!
+//! # Expected flow for one object
+//! 1. Read the extension references; find the candidates (ready plugins
+//!    offering the object's kind) and [select](crate::selection) one.
+//! 2. No candidate (or the recorded one is gone): write
+//!    `PluginAvailable=False` with the reason, record a Warning Event, and
+//!    wait; the registry wakes the object up when a plugin registers.
+//! 3. Record the choice in `status.implementation` **before** calling the
+//!    plugin, and add the finalizer.
+//! 4. Resolve the extensions; a missing one is `ExtensionsResolved=False`
+//!    naming it, and the plugin is not called until it exists.
+//! 5. Call `Reconcile` with the base object and the extensions the plugin
+//!    declared, check the response, write the plugin's status to the base
+//!    and the extensions and the operator's conditions, record the plugin's
+//!    Events.
+//! 6. OK: requeue after the resync period. RETRY: after the plugin's delay.
+//!    FAILED / invalid / unreachable / timeout: exponential backoff, with a
+//!    condition and a Warning Event saying why.
+//!
+//! On deletion, when the finalizer is present, `Finalize` is called on the
+//! recorded implementation's plugin and the finalizer is removed once it
+//! answers OK (at once when the plugin does not advertise Finalize).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kplug_proto::v1::{Capability, FinalizeRequest, GroupKind, Outcome, ReconcileRequest};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::backoff::FailureTracker;
+use crate::events::{Events, Severity};
+use crate::extensions::{ExtensionRef, Extensions, Resolution, references};
+use crate::metrics::Metrics;
+use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::registry::Registry;
+use crate::selection::{self, Candidate, Reason, Selection};
+use crate::status::{self, Checked, Condition, OperatorConditions, types};
+use crate::target::Target;
+
+/// How implementations are chosen (`--selection`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelectionMode {
+    /// One implementation per object: recorded, else preferred, else the
+    /// first in a stable order.
+    Preferred,
+    /// Every plugin that serves the kind, in a stable order.
+    All,
+}
+
+/// Controller settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Selection mode.
+    pub selection: SelectionMode,
+    /// Path of the extensions list, e.g. `["spec", "extensions"]`.
+    pub extensions_field: Vec<String>,
+    /// Path of the preferred implementation, e.g. `["spec", "preferredImplementation"]`.
+    pub preferred_field: Vec<String>,
+    /// Finalizer name.
+    pub finalizer: String,
+    /// The operator's field manager.
+    pub field_manager: String,
+    /// Requeue after a successful reconcile, to catch drift.
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            selection: SelectionMode::Preferred,
+            extensions_field: vec!["spec".into(), "extensions".into()],
+            preferred_field: vec!["spec".into(), "preferredImplementation".into()],
+            finalizer: "kplug.io/finalizer".into(),
+            field_manager: "kplug-operator".into(),
+            resync: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Errors that make a reconcile fail as a whole (the API server refused a
+/// write); everything else ends up in conditions.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Writing to the API server failed.
+    #[error("{what} for {object}: {source}")]
+    Write {
+        /// What was written.
+        what: &'static str,
+        /// `namespace/name`.
+        object: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// The managed kind.
+    pub target: Target,
+    /// Registered plugins.
+    pub registry: Registry,
+    /// Extension resolution and watches.
+    pub extensions: Arc<Extensions>,
+    /// Event recorder.
+    pub events: Events,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Settings.
+    pub settings: Settings,
+    /// Per-object backoff.
+    pub failures: FailureTracker,
+}
+
+impl Context {
+    fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
+        match obj.namespace() {
+            Some(ns) if self.target.namespaced => {
+                Api::namespaced_with(self.client.clone(), &ns, &self.target.api_resource)
+            }
+            _ => Api::all_with(self.client.clone(), &self.target.api_resource),
+        }
+    }
+}
+
+fn object_key(obj: &DynamicObject) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
+
+fn field<'a>(obj: &'a DynamicObject, path: &[String]) -> Option<&'a str> {
+    let mut value = &obj.data;
+    for key in path {
+        value = value.get(key)?;
+    }
+    value.as_str()
+}
+
+fn recorded_implementation(obj: &DynamicObject) -> Option<&str> {
+    obj.data
+        .get("status")?
+        .get("implementation")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// Reconciles one object. Returns when to look at it again.
+///
+/// # Errors
+/// [`ReconcileError`] when the API server refuses a write; the controller
+/// then retries with backoff.
+pub async fn reconcile(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let result = if obj.metadata.deletion_timestamp.is_some() {
+        finalize(&obj, &ctx).await
+    } else {
+        apply(&obj, &ctx).await
+    };
+    if let Err(error) = &result {
+        ctx.metrics.count_reconcile("error");
+        tracing::warn!(object = object_key(&obj), %error, "reconcile failed");
+    }
+    result
+}
+
+/// What the controller does after a reconcile error.
+pub fn error_policy(obj: Arc<DynamicObject>, _error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    Action::requeue(ctx.failures.failed(&obj.uid().unwrap_or_default()))
+}
+
+/// The result of calling one plugin.
+struct PluginRun {
+    reconciled: Condition,
+    requeue: Duration,
+    metric: &'static str,
+    plugin_conditions: Vec<Condition>,
+}
+
+async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
+    let uid = obj.uid().unwrap_or_default();
+    let refs = references(obj, &ctx.settings.extensions_field);
+    if let Ok(refs) = &refs {
+        ctx.extensions.track(obj, refs);
+    }
+    let candidates = ctx.registry.candidates(&ctx.target.group_kind());
+    let chosen: Vec<(Candidate, Option<Reason>)> = match ctx.settings.selection {
+        SelectionMode::All => selection::select_all(&candidates)
+            .into_iter()
+            .map(|c| (c, None))
+            .collect(),
+        SelectionMode::Preferred => {
+            let preferred = field(obj, &ctx.settings.preferred_field);
+            match selection::select(recorded_implementation(obj), preferred, &candidates) {
+                Selection::Chosen { candidate, reason } => vec![(candidate, Some(reason))],
+                Selection::RecordedUnavailable { implementation } => {
+                    let message = format!(
+                        "implementation {implementation} (recorded in status.implementation) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation"
+                    );
+                    return wait_for_plugin(obj, ctx, "PluginUnavailable", message).await;
+                }
+                Selection::NoCandidates => vec![],
+            }
+        }
+    };
+    if chosen.is_empty() {
+        let message = format!(
+            "no ready plugin serves {}; waiting for one to register on {}",
+            ctx.target.display(),
+            ctx.registry.socket_path().display()
+        );
+        return wait_for_plugin(obj, ctx, "NoPlugin", message).await;
+    }
+
+    let plugins: Vec<Arc<PluginInstance>> = chosen
+        .iter()
+        .filter_map(|(c, _)| ctx.registry.get(&c.plugin))
+        .collect();
+    let available = Condition::new(
+        types::PLUGIN_AVAILABLE,
+        true,
+        "PluginReady",
+        plugins
+            .iter()
+            .map(|p| p.label())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+
+    // Record the choice before the plugin is called.
+    if let [(candidate, Some(reason))] = chosen.as_slice() {
+        if recorded_implementation(obj) != Some(candidate.implementation.as_str()) {
+            let why = match reason {
+                Reason::Preferred => "it is the preferred implementation".to_owned(),
+                Reason::Fallback => match field(obj, &ctx.settings.preferred_field) {
+                    Some(p) if !p.is_empty() => {
+                        format!("the preferred implementation {p} has no ready plugin")
+                    }
+                    _ => "no implementation is preferred".to_owned(),
+                },
+                Reason::Recorded => "it was recorded".to_owned(),
+            };
+            let message = format!(
+                "chose {} (plugin {}): {why}",
+                candidate.implementation, candidate.plugin
+            );
+            let conditions = OperatorConditions {
+                plugin_available: available.clone(),
+                extensions_resolved: Condition::unknown(
+                    types::EXTENSIONS_RESOLVED,
+                    "Pending",
+                    "not resolved yet",
+                ),
+                reconciled: Condition::unknown(
+                    types::RECONCILED,
+                    "Pending",
+                    format!("calling plugin {}", candidate.plugin),
+                ),
+            };
+            write_operator_status(obj, ctx, Some(&candidate.implementation), &conditions, &[])
+                .await?;
+            ctx.events
+                .publish(
+                    &status::reference(obj),
+                    Severity::Normal,
+                    "ImplementationSelected",
+                    "Select",
+                    message,
+                )
+                .await;
+        }
+    }
+    ensure_finalizer(obj, ctx).await?;
+
+    let (resolution, resolved) = match &refs {
+        Ok(refs) => {
+            let resolution = resolve(obj, ctx, refs).await;
+            let ok = resolution.problems.is_empty();
+            let condition = if ok {
+                Condition::new(
+                    types::EXTENSIONS_RESOLVED,
+                    true,
+                    "Resolved",
+                    format!("{} extension(s) found", resolution.found.len()),
+                )
+            } else {
+                Condition::new(
+                    types::EXTENSIONS_RESOLVED,
+                    false,
+                    "ExtensionNotFound",
+                    resolution.problems.join("; "),
+                )
+            };
+            (resolution, condition)
+        }
+        Err(message) => (
+            Resolution::default(),
+            Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                false,
+                "InvalidReference",
+                message.clone(),
+            ),
+        ),
+    };
+    let implementation = chosen.first().map(|(c, _)| c.implementation.clone());
+    let implementation = implementation
+        .as_deref()
+        .filter(|_| ctx.settings.selection == SelectionMode::Preferred);
+
+    if !resolved.is_true() {
+        let conditions = OperatorConditions {
+            plugin_available: available,
+            reconciled: Condition::new(
+                types::RECONCILED,
+                false,
+                "WaitingForExtensions",
+                "the plugin is not called until every referenced extension exists",
+            ),
+            extensions_resolved: resolved.clone(),
+        };
+        write_operator_status(obj, ctx, implementation, &conditions, &[]).await?;
+        ctx.events
+            .publish(
+                &status::reference(obj),
+                Severity::Warning,
+                &resolved.reason,
+                "ResolveExtensions",
+                resolved.message.clone(),
+            )
+            .await;
+        ctx.metrics.count_reconcile("waiting");
+        // A watch on the extension kind wakes us up when it appears; the
+        // backoff is a safety net (e.g. for a kind whose CRD is missing).
+        return Ok(Action::requeue(ctx.failures.failed(&uid)));
+    }
+
+    let mut outcomes = Vec::new();
+    for (candidate, _) in &chosen {
+        outcomes.push(call_reconcile(obj, ctx, candidate, &resolution.found).await?);
+    }
+    let reconciled = combine(outcomes.iter().map(|o| o.reconciled.clone()).collect());
+    let plugin_conditions: Vec<Condition> = outcomes
+        .iter()
+        .flat_map(|o| o.plugin_conditions.clone())
+        .collect();
+    let conditions = OperatorConditions {
+        plugin_available: available,
+        extensions_resolved: resolved,
+        reconciled,
+    };
+    write_operator_status(obj, ctx, implementation, &conditions, &plugin_conditions).await?;
+
+    // The soonest requested requeue wins; a failure anywhere backs off.
+    let metric = outcomes
+        .iter()
+        .map(|o| o.metric)
+        .find(|m| *m != "ok")
+        .unwrap_or("ok");
+    ctx.metrics.count_reconcile(metric);
+    if metric == "ok" {
+        ctx.failures.reset(&uid);
+    }
+    let requeue = outcomes
+        .iter()
+        .map(|o| o.requeue)
+        .min()
+        .unwrap_or(ctx.settings.resync);
+    Ok(Action::requeue(requeue))
+}
+
+fn combine(reconciled: Vec<Condition>) -> Condition {
+    if reconciled.len() == 1 {
+        return reconciled
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Condition::unknown(types::RECONCILED, "Pending", ""));
+    }
+    match reconciled.iter().find(|c| !c.is_true()) {
+        Some(failing) => failing.clone(),
+        None => Condition::new(
+            types::RECONCILED,
+            true,
+            "ReconcileSucceeded",
+            reconciled
+                .iter()
+                .map(|c| c.message.as_str())
+                .filter(|m| !m.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
+async fn resolve(obj: &DynamicObject, ctx: &Context, refs: &[ExtensionRef]) -> Resolution {
+    ctx.extensions.resolve(obj, refs).await
+}
+
+fn extensions_for(
+    instance: &PluginInstance,
+    base: &GroupKind,
+    implementation: &str,
+    found: &[DynamicObject],
+) -> Vec<DynamicObject> {
+    let Some(offer) = instance.offer(base, implementation) else {
+        return Vec::new();
+    };
+    found
+        .iter()
+        .filter(|o| {
+            let types = o.types.clone().unwrap_or_default();
+            let group = types
+                .api_version
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g)
+                .to_owned();
+            let gk = GroupKind {
+                group,
+                kind: types.kind,
+            };
+            offer.extensions.iter().any(|e| same_kind(e, &gk))
+        })
+        .cloned()
+        .collect()
+}
+
+async fn call_reconcile(
+    obj: &DynamicObject,
+    ctx: &Context,
+    candidate: &Candidate,
+    found: &[DynamicObject],
+) -> Result<PluginRun, ReconcileError> {
+    let uid = obj.uid().unwrap_or_default();
+    let plugin = &candidate.plugin;
+    let fail = |reason: &str, message: String, delay: Duration| PluginRun {
+        reconciled: Condition::new(types::RECONCILED, false, reason, message),
+        requeue: delay,
+        metric: "failed",
+        plugin_conditions: Vec::new(),
+    };
+    let Some(instance) = ctx.registry.get(plugin) else {
+        return Ok(fail(
+            "PluginUnreachable",
+            format!("plugin {plugin} went away"),
+            ctx.failures.failed(&uid),
+        ));
+    };
+    if !instance.has(Capability::Reconcile) {
+        return Ok(fail(
+            "NotSupported",
+            format!("plugin {} does not advertise Reconcile", instance.label()),
+            ctx.settings.resync,
+        ));
+    }
+    let base_gk = ctx.target.group_kind();
+    let sent = extensions_for(&instance, &base_gk, &candidate.implementation, found);
+    let request = ReconcileRequest {
+        implementation: candidate.implementation.clone(),
+        object: serde_json::to_vec(obj).unwrap_or_default(),
+        extensions: sent
+            .iter()
+            .map(|e| serde_json::to_vec(e).unwrap_or_default())
+            .collect(),
+    };
+    let response = ctx
+        .registry
+        .call(plugin, |instance| {
+            let request = request.clone();
+            async move { instance.reconcile(request).await }
+        })
+        .await;
+    let reference = status::reference(obj);
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => {
+            let message = error.to_string();
+            ctx.events
+                .publish(
+                    &reference,
+                    Severity::Warning,
+                    error.reason(),
+                    "Reconcile",
+                    message.clone(),
+                )
+                .await;
+            return Ok(fail(error.reason(), message, ctx.failures.failed(&uid)));
+        }
+    };
+    let checked = match status::check_reconcile(response, obj, &sent) {
+        Ok(checked) => checked,
+        Err(problem) => {
+            let message = format!(
+                "plugin {} returned an invalid response, nothing of it was written: {problem}",
+                instance.label()
+            );
+            ctx.events
+                .publish(
+                    &reference,
+                    Severity::Warning,
+                    "InvalidPluginResponse",
+                    "Reconcile",
+                    message.clone(),
+                )
+                .await;
+            return Ok(fail(
+                "InvalidPluginResponse",
+                message,
+                ctx.failures.failed(&uid),
+            ));
+        }
+    };
+    write_plugin_status(obj, ctx, plugin, &checked).await?;
+    for event in &checked.events {
+        ctx.events
+            .publish(
+                &event.regarding,
+                event.severity,
+                &event.reason,
+                "Reconcile",
+                event.message.clone(),
+            )
+            .await;
+    }
+    let label = instance.label();
+    Ok(match checked.outcome {
+        Outcome::Ok => PluginRun {
+            reconciled: Condition::new(
+                types::RECONCILED,
+                true,
+                "ReconcileSucceeded",
+                with_plugin(&label, &checked.message),
+            ),
+            requeue: ctx.settings.resync,
+            metric: "ok",
+            plugin_conditions: checked.conditions,
+        },
+        Outcome::Retry => PluginRun {
+            reconciled: Condition::new(
+                types::RECONCILED,
+                false,
+                "Retrying",
+                with_plugin(&label, &checked.message),
+            ),
+            requeue: checked.retry_after.unwrap_or(Duration::from_secs(10)),
+            metric: "retry",
+            plugin_conditions: checked.conditions,
+        },
+        Outcome::Failed | Outcome::Unspecified => {
+            let message = with_plugin(&label, &checked.message);
+            ctx.events
+                .publish(
+                    &reference,
+                    Severity::Warning,
+                    "ReconcileFailed",
+                    "Reconcile",
+                    message.clone(),
+                )
+                .await;
+            PluginRun {
+                reconciled: Condition::new(types::RECONCILED, false, "PluginFailed", message),
+                requeue: ctx.failures.failed(&uid),
+                metric: "failed",
+                plugin_conditions: checked.conditions,
+            }
+        }
+    })
+}
+
+fn with_plugin(label: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("plugin {label}")
+    } else {
+        format!("plugin {label}: {message}")
+    }
+}
+
+async fn wait_for_plugin(
+    obj: &DynamicObject,
+    ctx: &Context,
+    reason: &str,
+    message: String,
+) -> Result<Action, ReconcileError> {
+    let conditions = OperatorConditions {
+        plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message.clone()),
+        extensions_resolved: Condition::unknown(
+            types::EXTENSIONS_RESOLVED,
+            "Pending",
+            "resolved once a plugin is available",
+        ),
+        reconciled: Condition::new(
+            types::RECONCILED,
+            false,
+            "WaitingForPlugin",
+            "the plugin is called once it is available",
+        ),
+    };
+    write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[]).await?;
+    ctx.events
+        .publish(
+            &status::reference(obj),
+            Severity::Warning,
+            reason,
+            "Select",
+            message,
+        )
+        .await;
+    ctx.metrics.count_reconcile("waiting");
+    // The registry triggers a reconcile of every object when a plugin
+    // registers; no polling needed.
+    Ok(Action::await_change())
+}
+
+async fn write_operator_status(
+    obj: &DynamicObject,
+    ctx: &Context,
+    implementation: Option<&str>,
+    conditions: &OperatorConditions,
+    plugin_conditions: &[Condition],
+) -> Result<(), ReconcileError> {
+    let previous = obj.data.get("status").and_then(|s| s.get("conditions"));
+    let mut all = conditions.all();
+    all.extend(plugin_conditions.iter().cloned());
+    let mut status = json!({
+        "observedGeneration": obj.metadata.generation,
+        "conditions": status::render_conditions(previous, &all, obj.metadata.generation),
+    });
+    if let Some(implementation) = implementation {
+        status["implementation"] = json!(implementation);
+    }
+    let params = PatchParams::apply(&ctx.settings.field_manager).force();
+    ctx.api(obj)
+        .patch_status(
+            &obj.name_any(),
+            &params,
+            &Patch::Apply(status::apply_body(obj, status)),
+        )
+        .await
+        .map(drop)
+        .map_err(|source| ReconcileError::Write {
+            what: "writing the operator's status",
+            object: object_key(obj),
+            source,
+        })
+}
+
+async fn write_plugin_status(
+    obj: &DynamicObject,
+    ctx: &Context,
+    plugin: &str,
+    checked: &Checked,
+) -> Result<(), ReconcileError> {
+    let params = PatchParams::apply(&status::plugin_manager(plugin)).force();
+    let base_status = checked
+        .status
+        .clone()
+        .map(Value::Object)
+        .unwrap_or_else(|| json!({}));
+    ctx.api(obj)
+        .patch_status(
+            &obj.name_any(),
+            &params,
+            &Patch::Apply(status::apply_body(obj, base_status)),
+        )
+        .await
+        .map_err(|source| ReconcileError::Write {
+            what: "writing the plugin's status",
+            object: object_key(obj),
+            source,
+        })?;
+    for (ext, ext_status) in &checked.extension_statuses {
+        let ar = ctx.extensions.api_resource(ext);
+        let api: Api<DynamicObject> = match ext.namespace() {
+            Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &ar),
+            None => Api::all_with(ctx.client.clone(), &ar),
+        };
+        api.patch_status(
+            &ext.name_any(),
+            &params,
+            &Patch::Apply(status::apply_body(ext, Value::Object(ext_status.clone()))),
+        )
+        .await
+        .map_err(|source| ReconcileError::Write {
+            what: "writing an extension's status (does its CRD have a status subresource?)",
+            object: object_key(ext),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+async fn ensure_finalizer(obj: &DynamicObject, ctx: &Context) -> Result<(), ReconcileError> {
+    let finalizer = &ctx.settings.finalizer;
+    if obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let patch = if obj.finalizers().is_empty() {
+        json!([{ "op": "add", "path": "/metadata/finalizers", "value": [finalizer] }])
+    } else {
+        json!([{ "op": "add", "path": "/metadata/finalizers/-", "value": finalizer }])
+    };
+    patch_json(obj, ctx, patch, "adding the finalizer").await
+}
+
+async fn remove_finalizer(obj: &DynamicObject, ctx: &Context) -> Result<(), ReconcileError> {
+    let Some(index) = obj
+        .finalizers()
+        .iter()
+        .position(|f| f == &ctx.settings.finalizer)
+    else {
+        return Ok(());
+    };
+    // The test makes the removal safe against a concurrent change of the list.
+    let path = format!("/metadata/finalizers/{index}");
+    let patch = json!([
+        { "op": "test", "path": path, "value": ctx.settings.finalizer },
+        { "op": "remove", "path": path },
+    ]);
+    patch_json(obj, ctx, patch, "removing the finalizer").await
+}
+
+async fn patch_json(
+    obj: &DynamicObject,
+    ctx: &Context,
+    patch: Value,
+    what: &'static str,
+) -> Result<(), ReconcileError> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| ReconcileError::Write {
+            what,
+            object: object_key(obj),
+            source: kube::Error::SerdeError(e),
+        })?;
+    ctx.api(obj)
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .map(drop)
+        .map_err(|source| ReconcileError::Write {
+            what,
+            object: object_key(obj),
+            source,
+        })
+}
+
+async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
+    if !obj
+        .finalizers()
+        .iter()
+        .any(|f| f == &ctx.settings.finalizer)
+    {
+        ctx.extensions.forget(obj);
+        return Ok(Action::await_change());
+    }
+    let uid = obj.uid().unwrap_or_default();
+    let reference = status::reference(obj);
+    let candidates = ctx.registry.candidates(&ctx.target.group_kind());
+    let targets: Vec<Candidate> = match ctx.settings.selection {
+        SelectionMode::All => selection::select_all(&candidates),
+        SelectionMode::Preferred => match recorded_implementation(obj) {
+            None => vec![],
+            Some(recorded) => match selection::select(Some(recorded), None, &candidates) {
+                Selection::Chosen { candidate, .. } => vec![candidate],
+                _ => {
+                    let message = format!(
+                        "cannot finalize: implementation {recorded} has no ready plugin; the object stays until it is back (to skip clean-up, remove the finalizer {} by hand)",
+                        ctx.settings.finalizer
+                    );
+                    return wait_for_plugin(obj, ctx, "PluginUnavailable", message).await;
+                }
+            },
+        },
+    };
+    let found = match references(obj, &ctx.settings.extensions_field) {
+        Ok(refs) => ctx.extensions.resolve(obj, &refs).await.found,
+        Err(_) => Vec::new(),
+    };
+    for candidate in &targets {
+        let Some(instance) = ctx.registry.get(&candidate.plugin) else {
+            continue;
+        };
+        if !instance.has(Capability::Finalize) {
+            continue;
+        }
+        let sent = extensions_for(
+            &instance,
+            &ctx.target.group_kind(),
+            &candidate.implementation,
+            &found,
+        );
+        let request = FinalizeRequest {
+            implementation: candidate.implementation.clone(),
+            object: serde_json::to_vec(obj).unwrap_or_default(),
+            extensions: sent
+                .iter()
+                .map(|e| serde_json::to_vec(e).unwrap_or_default())
+                .collect(),
+        };
+        let result = ctx
+            .registry
+            .call(&candidate.plugin, |instance| {
+                let request = request.clone();
+                async move { instance.finalize(request).await }
+            })
+            .await
+            .map_err(|e: CallError| (e.reason(), e.to_string()))
+            .and_then(|r| {
+                status::check_finalize(r, obj, &sent).map_err(|p| {
+                    (
+                        "InvalidPluginResponse",
+                        format!(
+                            "plugin {} returned an invalid Finalize response: {p}",
+                            instance.label()
+                        ),
+                    )
+                })
+            });
+        let checked = match result {
+            Ok(checked) => checked,
+            Err((reason, message)) => return finalize_failed(obj, ctx, reason, message).await,
+        };
+        for event in &checked.events {
+            ctx.events
+                .publish(
+                    &event.regarding,
+                    event.severity,
+                    &event.reason,
+                    "Finalize",
+                    event.message.clone(),
+                )
+                .await;
+        }
+        match checked.outcome {
+            Outcome::Ok => {}
+            Outcome::Retry => {
+                let conditions = finalize_conditions(Condition::new(
+                    types::RECONCILED,
+                    false,
+                    "Finalizing",
+                    with_plugin(&instance.label(), &checked.message),
+                ));
+                write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[])
+                    .await?;
+                return Ok(Action::requeue(
+                    checked.retry_after.unwrap_or(Duration::from_secs(10)),
+                ));
+            }
+            Outcome::Failed | Outcome::Unspecified => {
+                return finalize_failed(
+                    obj,
+                    ctx,
+                    "FinalizeFailed",
+                    with_plugin(&instance.label(), &checked.message),
+                )
+                .await;
+            }
+        }
+    }
+    remove_finalizer(obj, ctx).await?;
+    ctx.failures.reset(&uid);
+    ctx.extensions.forget(obj);
+    ctx.events
+        .publish(
+            &reference,
+            Severity::Normal,
+            "Finalized",
+            "Finalize",
+            "clean-up done; the object can go",
+        )
+        .await;
+    Ok(Action::await_change())
+}
+
+fn finalize_conditions(reconciled: Condition) -> OperatorConditions {
+    OperatorConditions {
+        plugin_available: Condition::new(
+            types::PLUGIN_AVAILABLE,
+            true,
+            "PluginReady",
+            "finalizing",
+        ),
+        extensions_resolved: Condition::new(
+            types::EXTENSIONS_RESOLVED,
+            true,
+            "Resolved",
+            "finalizing",
+        ),
+        reconciled,
+    }
+}
+
+async fn finalize_failed(
+    obj: &DynamicObject,
+    ctx: &Context,
+    reason: &str,
+    message: String,
+) -> Result<Action, ReconcileError> {
+    ctx.events
+        .publish(
+            &status::reference(obj),
+            Severity::Warning,
+            reason,
+            "Finalize",
+            message.clone(),
+        )
+        .await;
+    let conditions = finalize_conditions(Condition::new(types::RECONCILED, false, reason, message));
+    write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[]).await?;
+    ctx.metrics.count_reconcile("failed");
+    Ok(Action::requeue(
+        ctx.failures.failed(&obj.uid().unwrap_or_default()),
+    ))
+}

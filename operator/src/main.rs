@@ -1,0 +1,187 @@
+//! `kplug-operator`: the generic operator binary. See `--help`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use kplug_operator::controller::{SelectionMode, Settings};
+use kplug_operator::registry::RegistryConfig;
+use tracing_subscriber::EnvFilter;
+
+/// Delegates the reconciliation of one custom resource kind to plugins
+/// running as sidecar containers next to this operator.
+///
+/// Plugins register by heartbeat on <socket-dir>/registry.sock and serve
+/// <socket-dir>/plugins/<name>.sock. For each object of the managed kind the
+/// operator picks an implementation (spec.preferredImplementation, sticky in
+/// status.implementation), sends the plugin the object and its extensions,
+/// and writes back the status it returns.
+///
+/// Example:
+///   kplug-operator --resource myorg.org/v1alpha1/DatabaseTable --socket-dir /var/run/kplug
+///
+/// The kubeconfig is found the usual way: in-cluster service account,
+/// $KUBECONFIG, or ~/.kube/config. Logs: RUST_LOG (default info).
+#[derive(Debug, Parser)]
+#[command(name = "kplug-operator", version, verbatim_doc_comment)]
+struct Args {
+    /// The kind to manage, as <group>/<version>/<Kind>
+    /// (e.g. myorg.org/v1alpha1/DatabaseTable)
+    #[arg(long, env = "KPLUG_RESOURCE")]
+    resource: String,
+
+    /// Directory shared with the plugin containers (an emptyDir)
+    #[arg(long, env = "KPLUG_SOCKET_DIR", default_value = kplug_proto::DEFAULT_SOCKET_DIR)]
+    socket_dir: PathBuf,
+
+    /// Watch only this namespace (default: all namespaces)
+    #[arg(long, env = "KPLUG_NAMESPACE")]
+    namespace: Option<String>,
+
+    /// preferred: one implementation per object (recorded, else preferred,
+    /// else the first ready one); all: every plugin serving the kind
+    #[arg(long, value_enum, default_value = "preferred")]
+    selection: SelectionMode,
+
+    /// Remove a plugin not heard from for this long (e.g. 15s, 1m)
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    heartbeat_ttl: Duration,
+
+    /// Heartbeat interval asked of plugins
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    heartbeat_interval: Duration,
+
+    /// Deadline of each Reconcile and Finalize call
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    call_timeout: Duration,
+
+    /// Calls in flight per plugin
+    #[arg(long, default_value_t = 16)]
+    max_in_flight: u32,
+
+    /// Field of the base object holding the extension references
+    #[arg(long, default_value = "spec.extensions")]
+    extensions_field: String,
+
+    /// Field of the base object naming the preferred implementation
+    #[arg(long, default_value = "spec.preferredImplementation")]
+    preferred_field: String,
+
+    /// Finalizer added once an implementation is chosen
+    #[arg(long, default_value = "kplug.io/finalizer")]
+    finalizer: String,
+
+    /// Requeue successfully reconciled objects after this long (drift checks)
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    resync: Duration,
+
+    /// Serve /metrics, /healthz and /readyz here
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+}
+
+/// Parses `500ms`, `15s`, `2m`, `1h` (a bare number means seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; use e.g. 500ms, 15s, 2m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn path(field: &str) -> Vec<String> {
+    field.split('.').map(str::to_owned).collect()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!(
+                "kplug-operator: cannot reach the Kubernetes API: {error}\nRun in-cluster, or set KUBECONFIG."
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let config = kplug_operator::Config {
+        resource: args.resource,
+        namespace: args.namespace,
+        registry: RegistryConfig {
+            socket_dir: args.socket_dir,
+            heartbeat_ttl: args.heartbeat_ttl,
+            heartbeat_interval: args.heartbeat_interval,
+            call_timeout: args.call_timeout,
+            max_in_flight: args.max_in_flight,
+            ..RegistryConfig::default()
+        },
+        settings: Settings {
+            selection: args.selection,
+            extensions_field: path(&args.extensions_field),
+            preferred_field: path(&args.preferred_field),
+            finalizer: args.finalizer,
+            resync: args.resync,
+            ..Settings::default()
+        },
+        metrics_addr: Some(args.metrics_addr),
+        ..kplug_operator::Config::default()
+    };
+    match kplug_operator::run(client, config, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kplug-operator: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("15s").unwrap(), Duration::from_secs(15));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn help_is_consistent() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+    }
+}

@@ -1,0 +1,268 @@
+//! One registered plugin instance, and calls to it.
+//!
+//! Every call has a deadline, takes a permit from the instance's in-flight
+//! bound (so one slow plugin cannot pile up unbounded work), and is timed
+//! into `kplug_plugin_call_duration_seconds`.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kplug_proto::v1::plugin_client::PluginClient;
+use kplug_proto::v1::{
+    Capability, FinalizeRequest, FinalizeResponse, GroupKind, Offer, ProbeRequest, ProbeResponse,
+    ReconcileRequest, ReconcileResponse,
+};
+use tokio::sync::{Notify, Semaphore};
+use tonic::transport::Channel;
+
+use crate::metrics::Metrics;
+
+/// A call to a plugin that did not produce a response.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The plugin did not answer within the deadline.
+    #[error("plugin {plugin} did not answer {call} within {after:?}; it may be hung or overloaded")]
+    Timeout {
+        /// The plugin name.
+        plugin: String,
+        /// The call, e.g. `Reconcile`.
+        call: &'static str,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The plugin could not be reached (it exited, is restarting or draining).
+    #[error("plugin {plugin} is unreachable for {call}: {message}")]
+    Unavailable {
+        /// The plugin name.
+        plugin: String,
+        /// The call.
+        call: &'static str,
+        /// What the transport said.
+        message: String,
+    },
+    /// The plugin answered with a gRPC error.
+    #[error("plugin {plugin} failed {call}: {code:?}: {message}")]
+    Status {
+        /// The plugin name.
+        plugin: String,
+        /// The call.
+        call: &'static str,
+        /// The gRPC code.
+        code: tonic::Code,
+        /// The gRPC message.
+        message: String,
+    },
+    /// No ready instance of the plugin is registered.
+    #[error("plugin {plugin} is not registered (or not ready)")]
+    Gone {
+        /// The plugin name.
+        plugin: String,
+    },
+}
+
+impl CallError {
+    /// Whether retrying (possibly on a newer instance) may help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. } | Self::Gone { .. })
+    }
+
+    /// A CamelCase reason for conditions and Events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "PluginTimeout",
+            Self::Unavailable { .. } | Self::Gone { .. } => "PluginUnreachable",
+            Self::Status { .. } => "PluginError",
+        }
+    }
+}
+
+/// A plugin process that registered by heartbeat and passed the handshake.
+#[derive(Debug)]
+pub struct PluginInstance {
+    /// Plugin name (stable across restarts).
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// Process instance id (new on every start).
+    pub instance_id: String,
+    /// One line describing the plugin.
+    pub description: String,
+    /// The (confined, canonical) socket path.
+    pub socket: PathBuf,
+    /// What the plugin serves.
+    pub offers: Vec<Offer>,
+    /// Optional calls it implements.
+    pub capabilities: Vec<Capability>,
+    pub(crate) ready: AtomicBool,
+    pub(crate) last_seen: Mutex<Instant>,
+    pub(crate) channel: Channel,
+    pub(crate) in_flight: Arc<Semaphore>,
+    pub(crate) max_in_flight: u32,
+    pub(crate) closed: Arc<Notify>,
+    pub(crate) call_timeout: Duration,
+    pub(crate) probe_timeout: Duration,
+    pub(crate) metrics: Metrics,
+}
+
+impl PluginInstance {
+    /// Whether work may be routed to it (its last Probe said ready).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Whether it advertised `capability`.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+
+    /// The offer for `implementation` of `base`, if it makes one.
+    pub fn offer(&self, base: &GroupKind, implementation: &str) -> Option<&Offer> {
+        self.offers.iter().find(|o| {
+            o.base.as_ref().is_some_and(|b| same_kind(b, base))
+                && o.implementation.eq_ignore_ascii_case(implementation)
+        })
+    }
+
+    /// `name version (instance id)`, for messages.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} (instance {})",
+            self.name, self.version, self.instance_id
+        )
+    }
+
+    pub(crate) fn touch(&self) {
+        *self.last_seen.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    pub(crate) fn silent_for(&self) -> Duration {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    /// Calls `Probe` (short deadline).
+    pub async fn probe(&self) -> Result<ProbeResponse, CallError> {
+        let timeout = self.probe_timeout;
+        self.call(
+            "Probe",
+            timeout,
+            |mut c, r| async move { c.probe(r).await },
+            ProbeRequest {},
+        )
+        .await
+    }
+
+    /// Calls `Reconcile` with the reconcile deadline.
+    pub async fn reconcile(&self, req: ReconcileRequest) -> Result<ReconcileResponse, CallError> {
+        let timeout = self.call_timeout;
+        self.call(
+            "Reconcile",
+            timeout,
+            |mut c, r| async move { c.reconcile(r).await },
+            req,
+        )
+        .await
+    }
+
+    /// Calls `Finalize` with the reconcile deadline.
+    pub async fn finalize(&self, req: FinalizeRequest) -> Result<FinalizeResponse, CallError> {
+        let timeout = self.call_timeout;
+        self.call(
+            "Finalize",
+            timeout,
+            |mut c, r| async move { c.finalize(r).await },
+            req,
+        )
+        .await
+    }
+
+    async fn call<Req, Resp, F, Fut>(
+        &self,
+        call: &'static str,
+        deadline: Duration,
+        f: F,
+        req: Req,
+    ) -> Result<Resp, CallError>
+    where
+        F: FnOnce(PluginClient<Channel>, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let started = Instant::now();
+        let timeout = || CallError::Timeout {
+            plugin: self.name.clone(),
+            call,
+            after: deadline,
+        };
+        // Waiting for a permit counts against the deadline: a caller should
+        // not wait longer because the plugin is busy.
+        let _permit = match tokio::time::timeout(deadline, self.in_flight.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_closed)) => {
+                return Err(CallError::Unavailable {
+                    plugin: self.name.clone(),
+                    call,
+                    message: "the instance is draining after Unregister".into(),
+                });
+            }
+            Err(_) => return Err(timeout()),
+        };
+        let remaining = deadline.saturating_sub(started.elapsed());
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(remaining);
+        let client =
+            PluginClient::new(self.channel.clone()).max_decoding_message_size(64 * 1024 * 1024);
+        let result = tokio::time::timeout(remaining, f(client, request)).await;
+        let (code, outcome) = match result {
+            Err(_) => ("DeadlineExceeded".to_owned(), Err(timeout())),
+            Ok(Ok(resp)) => ("Ok".to_owned(), Ok(resp.into_inner())),
+            Ok(Err(status)) => (
+                format!("{:?}", status.code()),
+                Err(self.classify(call, status, deadline)),
+            ),
+        };
+        self.metrics
+            .observe_call(&self.name, call, &code, started.elapsed());
+        outcome
+    }
+
+    fn classify(&self, call: &'static str, status: tonic::Status, deadline: Duration) -> CallError {
+        match status.code() {
+            tonic::Code::DeadlineExceeded => CallError::Timeout {
+                plugin: self.name.clone(),
+                call,
+                after: deadline,
+            },
+            // Transport failures (connection refused or reset, the process
+            // went away mid-call) surface as Unavailable, or Unknown with a
+            // transport message; both are worth a retry on a newer instance.
+            tonic::Code::Unavailable | tonic::Code::Cancelled => CallError::Unavailable {
+                plugin: self.name.clone(),
+                call,
+                message: status.message().to_owned(),
+            },
+            tonic::Code::Unknown if status.message().contains("transport") => {
+                CallError::Unavailable {
+                    plugin: self.name.clone(),
+                    call,
+                    message: status.message().to_owned(),
+                }
+            }
+            code => CallError::Status {
+                plugin: self.name.clone(),
+                call,
+                code,
+                message: status.message().to_owned(),
+            },
+        }
+    }
+}
+
+/// Kinds compare by group and kind, ignoring ASCII case in the group.
+pub fn same_kind(a: &GroupKind, b: &GroupKind) -> bool {
+    a.kind == b.kind && a.group.eq_ignore_ascii_case(&b.group)
+}

@@ -1,0 +1,727 @@
+//! The plugin registry: who is registered, how they got there, and when they
+//! are removed.
+//!
+//! # Expected flow
+//! 1. A plugin binds `plugins/<name>.sock`, serves `kplug.v1.Plugin` and calls
+//!    `Registry.Heartbeat` on `registry.sock` every interval.
+//! 2. On the first heartbeat of an instance the registry checks the request
+//!    (name, protocol, socket confined to the socket dir), dials the socket,
+//!    calls `GetInfo` and `Probe`, and only then lists the instance. A new
+//!    instance of a known name replaces the old one atomically.
+//! 3. Work is routed only to instances whose last `Probe` said ready; a
+//!    not-ready instance is probed again on each heartbeat.
+//! 4. An instance is removed when: its heartbeats stop for the TTL (a
+//!    frozen process), its connection drops and a dial to its socket is
+//!    refused (a dead process: noticed within milliseconds), or it calls
+//!    `Unregister` (it stops getting new calls at once, and the answer waits
+//!    until its calls in flight are done).
+//!
+//! # Guarantees
+//! - Every change (registered, ready, replaced, removed) bumps the counter
+//!   returned by [`Registry::changes`], so waiting resources are reconciled
+//!   as soon as a plugin arrives, not at the next resync.
+//! - Calls in flight keep the instance they started on; [`Registry::call`]
+//!   retries transport failures on whatever instance is current.
+//!
+//! # Caveats
+//! - Registrations live in memory: after an operator restart, plugins
+//!   re-register with their next heartbeat (within one interval).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use kplug_proto::v1::plugin_client::PluginClient;
+use kplug_proto::v1::registry_server::{Registry as RegistryApi, RegistryServer};
+use kplug_proto::v1::{
+    GetInfoRequest, GroupKind, HeartbeatRequest, HeartbeatResponse, UnregisterRequest,
+    UnregisterResponse,
+};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+use crate::backoff::Backoff;
+use crate::confinement::confine;
+use crate::connection::dial;
+use crate::events::{Events, Severity};
+use crate::metrics::Metrics;
+use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::selection::Candidate;
+
+/// Registry settings.
+#[derive(Clone, Debug)]
+pub struct RegistryConfig {
+    /// The shared socket dir; `registry.sock` is created in it.
+    pub socket_dir: PathBuf,
+    /// A plugin not heard from for this long is removed.
+    pub heartbeat_ttl: Duration,
+    /// How often plugins are asked to heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Deadline of `Reconcile` and `Finalize` calls.
+    pub call_timeout: Duration,
+    /// Deadline of the handshake calls (`GetInfo`, `Probe`).
+    pub handshake_timeout: Duration,
+    /// Calls in flight per plugin instance.
+    pub max_in_flight: u32,
+    /// Attempts of a call that fails in transport (including the first).
+    pub call_attempts: u32,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            socket_dir: PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
+            heartbeat_ttl: Duration::from_secs(15),
+            heartbeat_interval: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(2),
+            max_in_flight: 16,
+            call_attempts: 4,
+        }
+    }
+}
+
+/// Why a heartbeat was refused.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(
+        "invalid plugin name {0:?}: use a DNS label (lowercase letters, digits and '-', at most 63 characters)"
+    )]
+    Name(String),
+    #[error("plugin {0}: instance_id is empty; send a fresh random id per process start")]
+    InstanceId(String),
+    #[error("plugin {name}: protocol {got:?} is not supported; this operator speaks {want:?}")]
+    Protocol {
+        name: String,
+        got: String,
+        want: &'static str,
+    },
+    #[error("plugin {name}: {source}")]
+    Socket {
+        name: String,
+        #[source]
+        source: crate::confinement::ConfinementError,
+    },
+    #[error("plugin {name}: cannot dial {socket}: {message}")]
+    Dial {
+        name: String,
+        socket: PathBuf,
+        message: String,
+    },
+    #[error("plugin {name}: GetInfo failed: {source}")]
+    GetInfo {
+        name: String,
+        #[source]
+        source: CallError,
+    },
+    #[error(
+        "plugin {name}: GetInfo answers name {got:?} and protocol {protocol:?}; it must match the heartbeat ({name:?}, {want:?})"
+    )]
+    Mismatch {
+        name: String,
+        got: String,
+        protocol: String,
+        want: &'static str,
+    },
+}
+
+/// The registry. Cheap to clone; clones share the table.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: RegistryConfig,
+    plugins: RwLock<HashMap<String, Arc<PluginInstance>>>,
+    changes: watch::Sender<u64>,
+    metrics: Metrics,
+    events: Option<Events>,
+    // Serialises handshakes per name so two heartbeats of one new instance
+    // do not both dial it.
+    handshakes: tokio::sync::Mutex<()>,
+    backoff: Backoff,
+    started: Mutex<Option<Instant>>,
+}
+
+impl Registry {
+    /// A registry with `config`, reporting into `metrics` and (optionally)
+    /// recording registry Events.
+    pub fn new(config: RegistryConfig, metrics: Metrics, events: Option<Events>) -> Self {
+        let (changes, _) = watch::channel(0);
+        Self {
+            shared: Arc::new(Shared {
+                config,
+                plugins: RwLock::default(),
+                changes,
+                metrics,
+                events,
+                handshakes: tokio::sync::Mutex::new(()),
+                backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+                started: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.shared.config
+    }
+
+    /// Path of the registry socket.
+    pub fn socket_path(&self) -> PathBuf {
+        self.shared
+            .config
+            .socket_dir
+            .join(kplug_proto::REGISTRY_SOCKET)
+    }
+
+    /// A counter bumped on every change of the ready set.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// The current ready instance of `plugin`.
+    pub fn get(&self, plugin: &str) -> Option<Arc<PluginInstance>> {
+        self.read().get(plugin).filter(|p| p.is_ready()).cloned()
+    }
+
+    /// Every ready instance, by name.
+    pub fn ready(&self) -> Vec<Arc<PluginInstance>> {
+        let mut ready: Vec<_> = self
+            .read()
+            .values()
+            .filter(|p| p.is_ready())
+            .cloned()
+            .collect();
+        ready.sort_by(|a, b| a.name.cmp(&b.name));
+        ready
+    }
+
+    /// Implementations offered for `base` by ready plugins.
+    pub fn candidates(&self, base: &GroupKind) -> Vec<Candidate> {
+        self.ready()
+            .iter()
+            .flat_map(|p| {
+                p.offers
+                    .iter()
+                    .filter(|o| o.base.as_ref().is_some_and(|b| same_kind(b, base)))
+                    .map(|o| Candidate {
+                        implementation: o.implementation.clone(),
+                        plugin: p.name.clone(),
+                    })
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the current instance of `plugin`, retrying transport
+    /// failures with exponential backoff (on a newer instance if the plugin
+    /// was replaced meanwhile). Timeouts and plugin errors are not retried
+    /// here: they go back to the resource as conditions.
+    pub async fn call<T, F, Fut>(&self, plugin: &str, f: F) -> Result<T, CallError>
+    where
+        F: Fn(Arc<PluginInstance>) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
+        let attempts = self.shared.config.call_attempts.max(1);
+        let mut attempt = 0;
+        loop {
+            let result = match self.get(plugin) {
+                Some(instance) => f(instance).await,
+                None => Err(CallError::Gone {
+                    plugin: plugin.to_owned(),
+                }),
+            };
+            match result {
+                Err(e) if e.is_retryable() && attempt + 1 < attempts => {
+                    tracing::debug!(plugin, attempt, error = %e, "retrying plugin call");
+                    tokio::time::sleep(self.shared.backoff.delay(attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The gRPC service, to serve on a socket of your choice.
+    pub fn service(&self) -> RegistryServer<Self> {
+        RegistryServer::new(self.clone())
+    }
+
+    /// Binds `registry.sock` (replacing a stale one), serves the Registry
+    /// service and runs garbage collection until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), crate::Error> {
+        let path = self.socket_path();
+        let listener = kplug_proto::socket::bind(&path).await?;
+        *self
+            .shared
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        tracing::info!(socket = %path.display(), "registry listening");
+        let gc = tokio::spawn(self.clone().collect_garbage());
+        let result = tonic::transport::Server::builder()
+            .add_service(self.service())
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+            .await;
+        gc.abort();
+        let _ = std::fs::remove_file(&path);
+        result.map_err(crate::Error::Serve)
+    }
+
+    /// Whether the registry socket is being served.
+    pub fn is_serving(&self) -> bool {
+        self.shared
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The registered instance `instance_id` of `name`, ready or not.
+    fn current(&self, name: &str, instance_id: &str) -> Option<Arc<PluginInstance>> {
+        self.read()
+            .get(name)
+            .filter(|p| p.instance_id == instance_id)
+            .cloned()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<PluginInstance>>> {
+        self.shared
+            .plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<PluginInstance>>> {
+        self.shared
+            .plugins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        let ready = self.read().values().filter(|p| p.is_ready()).count();
+        self.shared.metrics.set_plugins_registered(ready);
+        self.shared.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    async fn note(&self, severity: Severity, reason: &str, message: String) {
+        match severity {
+            Severity::Normal => tracing::info!(reason, "{message}"),
+            Severity::Warning => tracing::warn!(reason, "{message}"),
+        }
+        if let Some(events) = &self.shared.events {
+            events.publish_operator(severity, reason, message).await;
+        }
+    }
+
+    /// Removes `name` if `instance_id` is still its current instance.
+    async fn remove(&self, name: &str, instance_id: &str, why: &str, severity: Severity) -> bool {
+        let removed = {
+            let mut plugins = self.write();
+            match plugins.get(name) {
+                Some(p) if p.instance_id == instance_id => plugins.remove(name),
+                _ => None,
+            }
+        };
+        let Some(instance) = removed else {
+            return false;
+        };
+        self.shared.metrics.set_plugin_up(name, false);
+        self.changed();
+        let reason = if severity == Severity::Warning {
+            "PluginGone"
+        } else {
+            "PluginUnregistered"
+        };
+        self.note(
+            severity,
+            reason,
+            format!("plugin {} removed: {why}", instance.label()),
+        )
+        .await;
+        true
+    }
+
+    async fn collect_garbage(self) {
+        let ttl = self.shared.config.heartbeat_ttl;
+        let tick = (ttl / 5).clamp(Duration::from_millis(100), Duration::from_secs(1));
+        let mut interval = tokio::time::interval(tick);
+        loop {
+            interval.tick().await;
+            let expired: Vec<_> = self
+                .read()
+                .values()
+                .filter(|p| p.silent_for() > ttl)
+                .map(|p| (p.name.clone(), p.instance_id.clone(), p.silent_for()))
+                .collect();
+            for (name, instance_id, silent) in expired {
+                let why = format!(
+                    "no heartbeat for {:.1}s (TTL {ttl:?})",
+                    silent.as_secs_f64()
+                );
+                self.remove(&name, &instance_id, &why, Severity::Warning)
+                    .await;
+            }
+        }
+    }
+
+    /// Waits for the connection-closed signal of `instance` and removes it
+    /// when its socket refuses a dial; a live socket means the connection
+    /// dropped for another reason and the channel will reconnect.
+    fn watch_liveness(&self, instance: &Arc<PluginInstance>) {
+        let registry = self.clone();
+        let instance = Arc::downgrade(instance);
+        tokio::spawn(async move {
+            loop {
+                let Some(current) = instance.upgrade() else {
+                    return;
+                };
+                let closed = current.closed.clone();
+                let socket = current.socket.clone();
+                let (name, id) = (current.name.clone(), current.instance_id.clone());
+                drop(current);
+                closed.notified().await;
+                if registry.current(&name, &id).is_none() {
+                    return;
+                }
+                if !kplug_proto::socket::is_live(&socket).await {
+                    let why = format!(
+                        "its connection dropped and {} refuses connections (the process exited)",
+                        socket.display()
+                    );
+                    registry.remove(&name, &id, &why, Severity::Warning).await;
+                    return;
+                }
+            }
+        });
+    }
+
+    async fn handle_heartbeat(&self, req: HeartbeatRequest) -> Result<String, Refusal> {
+        validate_name(&req.name)?;
+        if req.instance_id.is_empty() {
+            return Err(Refusal::InstanceId(req.name));
+        }
+        if req.protocol != kplug_proto::PROTOCOL {
+            return Err(Refusal::Protocol {
+                name: req.name,
+                got: req.protocol,
+                want: kplug_proto::PROTOCOL,
+            });
+        }
+        let known = self.current(&req.name, &req.instance_id);
+        if let Some(known) = known {
+            known.touch();
+            if !known.is_ready() {
+                self.update_readiness(&known).await;
+            }
+            return Ok(String::new());
+        }
+
+        let _one_at_a_time = self.shared.handshakes.lock().await;
+        // Another heartbeat of the same instance may have finished the
+        // handshake while we waited.
+        if let Some(known) = self.current(&req.name, &req.instance_id) {
+            known.touch();
+            return Ok(String::new());
+        }
+        let instance = Arc::new(self.handshake(&req).await?);
+        let replaced = self.write().insert(req.name.clone(), instance.clone());
+        self.watch_liveness(&instance);
+        self.shared
+            .metrics
+            .set_plugin_up(&instance.name, instance.is_ready());
+        self.changed();
+        let offers = describe_offers(&instance);
+        match replaced {
+            Some(old) => {
+                // In-flight calls on the old instance keep their channel and
+                // finish; new calls go to the new one from now on.
+                self.note(
+                    Severity::Normal,
+                    "PluginReplaced",
+                    format!(
+                        "plugin {} replaced {} {}; serves {offers}",
+                        instance.label(),
+                        old.version,
+                        old.instance_id
+                    ),
+                )
+                .await;
+            }
+            None => {
+                self.note(
+                    Severity::Normal,
+                    "PluginRegistered",
+                    format!("plugin {} registered; serves {offers}", instance.label()),
+                )
+                .await;
+            }
+        }
+        Ok(if instance.is_ready() {
+            String::new()
+        } else {
+            "registered, but Probe says not ready: no work is routed until it is".into()
+        })
+    }
+
+    async fn handshake(&self, req: &HeartbeatRequest) -> Result<PluginInstance, Refusal> {
+        let config = &self.shared.config;
+        let socket =
+            confine(&config.socket_dir, &req.socket).map_err(|source| Refusal::Socket {
+                name: req.name.clone(),
+                source,
+            })?;
+        let closed = Arc::new(Notify::new());
+        let channel = dial(&socket, config.handshake_timeout, closed.clone())
+            .await
+            .map_err(|e| Refusal::Dial {
+                name: req.name.clone(),
+                socket: socket.clone(),
+                message: error_chain(&e),
+            })?;
+        let get_info = async {
+            let mut request = Request::new(GetInfoRequest {});
+            request.set_timeout(config.handshake_timeout);
+            PluginClient::new(channel.clone()).get_info(request).await
+        };
+        let info = match tokio::time::timeout(config.handshake_timeout, get_info).await {
+            Ok(Ok(info)) => info.into_inner(),
+            Ok(Err(status)) => {
+                return Err(Refusal::GetInfo {
+                    name: req.name.clone(),
+                    source: CallError::Status {
+                        plugin: req.name.clone(),
+                        call: "GetInfo",
+                        code: status.code(),
+                        message: status.message().to_owned(),
+                    },
+                });
+            }
+            Err(_) => {
+                return Err(Refusal::GetInfo {
+                    name: req.name.clone(),
+                    source: CallError::Timeout {
+                        plugin: req.name.clone(),
+                        call: "GetInfo",
+                        after: config.handshake_timeout,
+                    },
+                });
+            }
+        };
+        if info.name != req.name || info.protocol != kplug_proto::PROTOCOL {
+            return Err(Refusal::Mismatch {
+                name: req.name.clone(),
+                got: info.name,
+                protocol: info.protocol,
+                want: kplug_proto::PROTOCOL,
+            });
+        }
+        let max_in_flight = config.max_in_flight.max(1);
+        let instance = PluginInstance {
+            name: info.name,
+            version: info.version,
+            instance_id: req.instance_id.clone(),
+            description: info.description,
+            socket,
+            offers: info.offers,
+            capabilities: info
+                .capabilities
+                .into_iter()
+                .filter_map(|c| kplug_proto::v1::Capability::try_from(c).ok())
+                .collect(),
+            ready: false.into(),
+            last_seen: Mutex::new(Instant::now()),
+            channel,
+            in_flight: Arc::new(Semaphore::new(max_in_flight as usize)),
+            max_in_flight,
+            closed,
+            call_timeout: config.call_timeout,
+            probe_timeout: config.handshake_timeout,
+            metrics: self.shared.metrics.clone(),
+        };
+        match instance.probe().await {
+            Ok(probe) => {
+                instance.ready.store(probe.ready, Ordering::Release);
+                if !probe.ready {
+                    tracing::info!(plugin = %instance.label(), message = probe.message, "plugin registered but not ready");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(plugin = %instance.label(), %error, "Probe failed; not routing work yet")
+            }
+        }
+        Ok(instance)
+    }
+
+    async fn update_readiness(&self, instance: &Arc<PluginInstance>) {
+        let ready = instance.probe().await.is_ok_and(|p| p.ready);
+        if ready && !instance.ready.swap(true, Ordering::AcqRel) {
+            self.shared.metrics.set_plugin_up(&instance.name, true);
+            self.changed();
+            self.note(
+                Severity::Normal,
+                "PluginReady",
+                format!("plugin {} is ready", instance.label()),
+            )
+            .await;
+        }
+    }
+
+    async fn handle_unregister(&self, req: UnregisterRequest) -> bool {
+        let Some(instance) = self.current(&req.name, &req.instance_id) else {
+            return false;
+        };
+        self.remove(
+            &req.name,
+            &req.instance_id,
+            "it unregistered (shutting down)",
+            Severity::Normal,
+        )
+        .await;
+        // Drain: wait until every permit is back, i.e. no call is in flight,
+        // then close the semaphore so late callers fail fast (and retry on a
+        // newer instance) instead of reaching a process that is exiting.
+        let drained = tokio::time::timeout(
+            self.shared.config.call_timeout,
+            instance.in_flight.acquire_many(instance.max_in_flight),
+        )
+        .await;
+        if drained.is_err() {
+            tracing::warn!(plugin = %instance.label(), "calls still in flight after the call timeout; letting it go anyway");
+        }
+        instance.in_flight.close();
+        true
+    }
+}
+
+#[tonic::async_trait]
+impl RegistryApi for Registry {
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
+        let req = request.into_inner();
+        let name = req.name.clone();
+        let result = self.handle_heartbeat(req).await;
+        self.shared.metrics.count_heartbeat(result.is_ok());
+        let config = &self.shared.config;
+        let (accepted, reason) = match result {
+            Ok(note) => (true, note),
+            Err(refusal) => {
+                // Refusals are answered, not raised: the plugin logs the
+                // reason and keeps trying (a fixed plugin or a newer operator
+                // may accept it).
+                let message = refusal.to_string();
+                self.note(
+                    Severity::Warning,
+                    "PluginRefused",
+                    format!("heartbeat refused: {message}"),
+                )
+                .await;
+                tracing::debug!(plugin = name, "refused");
+                (false, message)
+            }
+        };
+        Ok(Response::new(HeartbeatResponse {
+            accepted,
+            reason,
+            ttl: prost_types::Duration::try_from(config.heartbeat_ttl).ok(),
+            interval: prost_types::Duration::try_from(config.heartbeat_interval).ok(),
+        }))
+    }
+
+    async fn unregister(
+        &self,
+        request: Request<UnregisterRequest>,
+    ) -> Result<Response<UnregisterResponse>, Status> {
+        let removed = self.handle_unregister(request.into_inner()).await;
+        Ok(Response::new(UnregisterResponse { removed }))
+    }
+}
+
+/// Checks that `name` is a DNS label (it becomes part of socket paths, field
+/// manager names and metric labels).
+fn validate_name(name: &str) -> Result<(), Refusal> {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(Refusal::Name(name.to_owned()))
+    }
+}
+
+fn describe_offers(instance: &PluginInstance) -> String {
+    let offers: Vec<_> = instance
+        .offers
+        .iter()
+        .map(|o| {
+            let base = o.base.clone().unwrap_or_default();
+            format!("{}.{} as {}", base.kind, base.group, o.implementation)
+        })
+        .collect();
+    if offers.is_empty() {
+        "nothing".into()
+    } else {
+        offers.join(", ")
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
+/// The socket dir to use: `explicit`, else `$KPLUG_SOCKET_DIR`, else
+/// `/var/run/kplug`.
+pub fn socket_dir(explicit: Option<&Path>) -> PathBuf {
+    explicit.map(Path::to_owned).unwrap_or_else(|| {
+        std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_dns_labels() {
+        for ok in ["postgresql", "pg-2", "a"] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Postgres",
+            "pg_sql",
+            "-pg",
+            "pg-",
+            "a/b",
+            &"x".repeat(64),
+        ] {
+            assert!(validate_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Choosing the implementation (and so the plugin) for an object.
+//!
+//! # Expected flow (`--selection preferred`, the default)
+//! 1. An implementation already recorded in `status.implementation` is kept
+//!    (sticky): a table created in MariaDB is never silently re-created in
+//!    PostgreSQL. If no ready plugin offers it, the object waits
+//!    ([`Selection::RecordedUnavailable`]) and says so in its conditions.
+//! 2. Otherwise `spec.preferredImplementation`, when a ready plugin offers it.
+//! 3. Otherwise the first ready candidate in a stable order (implementation
+//!    name, then plugin name), so every operator replica and every restart
+//!    picks the same one.
+//!
+//! Implementation names match ASCII case-insensitively (`mariadb` finds
+//! `MariaDB`); the plugin's spelling is what gets recorded.
+//!
+//! # `--selection all`
+//! [`select_all`] returns every ready candidate in the same stable order;
+//! each plugin is called and writes its own part of the status.
+
+/// One implementation offered by one ready plugin for the object's kind.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate {
+    /// The implementation name, as the plugin spells it.
+    pub implementation: String,
+    /// The plugin offering it.
+    pub plugin: String,
+}
+
+/// Why a candidate was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// It was already recorded in the object's status.
+    Recorded,
+    /// The object prefers it.
+    Preferred,
+    /// Nothing was recorded and the preference (if any) is not offered: the
+    /// first candidate in the stable order.
+    Fallback,
+}
+
+/// The outcome of [`select`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Use this candidate.
+    Chosen {
+        /// The chosen implementation and plugin.
+        candidate: Candidate,
+        /// Why it was chosen.
+        reason: Reason,
+    },
+    /// The recorded implementation has no ready plugin: wait for it.
+    RecordedUnavailable {
+        /// The implementation recorded in the status.
+        implementation: String,
+    },
+    /// No ready plugin serves the kind at all.
+    NoCandidates,
+}
+
+/// Chooses an implementation; see the [module docs](self) for the rules.
+///
+/// ```
+/// use kplug_operator::selection::{select, Candidate, Reason, Selection};
+///
+/// let pg = Candidate { implementation: "PostgreSQL".into(), plugin: "postgresql".into() };
+/// let chosen = select(None, Some("MariaDB"), std::slice::from_ref(&pg));
+/// assert_eq!(chosen, Selection::Chosen { candidate: pg, reason: Reason::Fallback });
+/// ```
+pub fn select(
+    recorded: Option<&str>,
+    preferred: Option<&str>,
+    candidates: &[Candidate],
+) -> Selection {
+    let ordered = select_all(candidates);
+    let offered = |name: &str| {
+        ordered
+            .iter()
+            .find(|c| c.implementation.eq_ignore_ascii_case(name))
+            .cloned()
+    };
+    if let Some(recorded) = recorded.filter(|r| !r.is_empty()) {
+        return match offered(recorded) {
+            Some(candidate) => Selection::Chosen {
+                candidate,
+                reason: Reason::Recorded,
+            },
+            None => Selection::RecordedUnavailable {
+                implementation: recorded.to_owned(),
+            },
+        };
+    }
+    if let Some(candidate) = preferred.filter(|p| !p.is_empty()).and_then(offered) {
+        return Selection::Chosen {
+            candidate,
+            reason: Reason::Preferred,
+        };
+    }
+    match ordered.into_iter().next() {
+        Some(candidate) => Selection::Chosen {
+            candidate,
+            reason: Reason::Fallback,
+        },
+        None => Selection::NoCandidates,
+    }
+}
+
+/// Every candidate, in the stable order (implementation, then plugin),
+/// without duplicates.
+pub fn select_all(candidates: &[Candidate]) -> Vec<Candidate> {
+    let mut ordered = candidates.to_vec();
+    ordered.sort_by(|a, b| {
+        a.implementation
+            .to_ascii_lowercase()
+            .cmp(&b.implementation.to_ascii_lowercase())
+            .then_with(|| a.plugin.cmp(&b.plugin))
+    });
+    ordered.dedup();
+    ordered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(implementation: &str, plugin: &str) -> Candidate {
+        Candidate {
+            implementation: implementation.into(),
+            plugin: plugin.into(),
+        }
+    }
+
+    fn chosen(s: Selection) -> (String, Reason) {
+        match s {
+            Selection::Chosen { candidate, reason } => (candidate.plugin, reason),
+            other => panic!("expected a choice, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn preferred_wins_when_offered() {
+        let all = [c("PostgreSQL", "pg"), c("MariaDB", "maria")];
+        assert_eq!(
+            chosen(select(None, Some("MariaDB"), &all)),
+            ("maria".into(), Reason::Preferred)
+        );
+    }
+
+    #[test]
+    fn preference_is_case_insensitive() {
+        let all = [c("PostgreSQL", "pg"), c("MariaDB", "maria")];
+        assert_eq!(chosen(select(None, Some("mariadb"), &all)).0, "maria");
+    }
+
+    #[test]
+    fn falls_back_to_stable_order_when_preference_missing() {
+        let a = [c("SQLite", "sqlite"), c("PostgreSQL", "pg")];
+        let b = [c("PostgreSQL", "pg"), c("SQLite", "sqlite")];
+        // Same answer whatever order the registry listed them in.
+        assert_eq!(
+            chosen(select(None, Some("MariaDB"), &a)),
+            ("pg".into(), Reason::Fallback)
+        );
+        assert_eq!(chosen(select(None, Some("MariaDB"), &b)).0, "pg");
+        assert_eq!(chosen(select(None, None, &a)).0, "pg");
+    }
+
+    #[test]
+    fn recorded_choice_is_sticky_over_preference() {
+        let all = [c("PostgreSQL", "pg"), c("MariaDB", "maria")];
+        assert_eq!(
+            chosen(select(Some("PostgreSQL"), Some("MariaDB"), &all)),
+            ("pg".into(), Reason::Recorded)
+        );
+    }
+
+    #[test]
+    fn recorded_but_gone_waits_instead_of_moving() {
+        let all = [c("MariaDB", "maria")];
+        assert_eq!(
+            select(Some("PostgreSQL"), Some("MariaDB"), &all),
+            Selection::RecordedUnavailable {
+                implementation: "PostgreSQL".into()
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_registered() {
+        assert_eq!(select(None, Some("MariaDB"), &[]), Selection::NoCandidates);
+        assert_eq!(
+            select(Some("X"), None, &[]),
+            Selection::RecordedUnavailable {
+                implementation: "X".into()
+            }
+        );
+    }
+
+    #[test]
+    fn empty_strings_count_as_unset() {
+        let all = [c("PostgreSQL", "pg")];
+        assert_eq!(
+            chosen(select(Some(""), Some(""), &all)),
+            ("pg".into(), Reason::Fallback)
+        );
+    }
+
+    #[test]
+    fn two_plugins_same_implementation_pick_by_plugin_name() {
+        let all = [c("PostgreSQL", "pg-b"), c("PostgreSQL", "pg-a")];
+        assert_eq!(chosen(select(None, Some("PostgreSQL"), &all)).0, "pg-a");
+    }
+
+    #[test]
+    fn select_all_is_ordered_and_deduplicated() {
+        let all = [c("b", "2"), c("A", "1"), c("b", "2"), c("a", "0")];
+        let names: Vec<_> = select_all(&all).into_iter().map(|c| c.plugin).collect();
+        assert_eq!(names, ["0", "1", "2"]);
+    }
+}

@@ -1,0 +1,594 @@
+//! Status: the operator's conditions, checking what plugins return, and the
+//! server-side apply bodies that write it.
+//!
+//! # Expected flow
+//! Status is written with server-side apply on the `/status` subresource:
+//! - the plugin's part (its `status` object; the extensions' statuses) under
+//!   the field manager `kplug-plugin-<plugin>`;
+//! - the operator's part (`implementation`, `observedGeneration`,
+//!   `conditions`) under the operator's field manager (`kplug-operator`).
+//!
+//! Because each writer applies only its own fields, neither removes the
+//! other's, and a field a plugin stops reporting disappears.
+//!
+//! # Guarantees
+//! - A plugin response is checked completely before anything is written
+//!   ([`check_reconcile`]): bad JSON, a status that is not an object, a key
+//!   the operator owns, a status for an object the plugin was not sent, or a
+//!   reserved condition type make the whole response invalid, and nothing
+//!   of it is applied.
+//! - `lastTransitionTime` changes only when a condition's status changes.
+//!
+//! # Assumptions
+//! - The CRD has a status subresource, and its status schema accepts the
+//!   plugin's fields (e.g. `x-kubernetes-preserve-unknown-fields: true`).
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kplug_proto::v1::{self, ConditionStatus, EventType, Outcome};
+use kube::api::DynamicObject;
+use kube::{Resource, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use crate::events::Severity;
+
+/// Condition types the operator owns.
+pub mod types {
+    /// All of the below are true.
+    pub const READY: &str = "Ready";
+    /// A ready plugin serves the chosen implementation.
+    pub const PLUGIN_AVAILABLE: &str = "PluginAvailable";
+    /// Every referenced extension exists.
+    pub const EXTENSIONS_RESOLVED: &str = "ExtensionsResolved";
+    /// The last plugin call succeeded.
+    pub const RECONCILED: &str = "Reconciled";
+    /// All of them.
+    pub const ALL: [&str; 4] = [READY, PLUGIN_AVAILABLE, EXTENSIONS_RESOLVED, RECONCILED];
+}
+
+/// Status keys the operator owns; plugins may not write them.
+pub const OPERATOR_KEYS: [&str; 3] = ["implementation", "observedGeneration", "conditions"];
+
+/// The field manager for a plugin's status writes.
+pub fn plugin_manager(plugin: &str) -> String {
+    format!("kplug-plugin-{plugin}")
+}
+
+/// A condition to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// CamelCase type.
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message for humans.
+    pub message: String,
+}
+
+impl Condition {
+    /// A condition that holds (`ok`) or not.
+    pub fn new(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: if ok { "True" } else { "False" },
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A condition whose status is not known yet.
+    pub fn unknown(type_: &str, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: "Unknown",
+            ..Self::new(type_, false, reason, message)
+        }
+    }
+
+    /// Whether it holds.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// The operator's three conditions; [`OperatorConditions::ready`] derives
+/// `Ready` from them.
+#[derive(Clone, Debug)]
+pub struct OperatorConditions {
+    /// `PluginAvailable`.
+    pub plugin_available: Condition,
+    /// `ExtensionsResolved`.
+    pub extensions_resolved: Condition,
+    /// `Reconciled`.
+    pub reconciled: Condition,
+}
+
+impl OperatorConditions {
+    /// `Ready`: true when the others are; else false with the reason and
+    /// message of the first one that is not.
+    pub fn ready(&self) -> Condition {
+        let parts = [
+            &self.plugin_available,
+            &self.extensions_resolved,
+            &self.reconciled,
+        ];
+        match parts.into_iter().find(|c| !c.is_true()) {
+            None => Condition::new(
+                types::READY,
+                true,
+                "Reconciled",
+                self.reconciled.message.clone(),
+            ),
+            Some(blocking) => Condition::new(
+                types::READY,
+                false,
+                &blocking.reason,
+                blocking.message.clone(),
+            ),
+        }
+    }
+
+    /// All four, `Ready` first.
+    pub fn all(&self) -> Vec<Condition> {
+        vec![
+            self.ready(),
+            self.plugin_available.clone(),
+            self.extensions_resolved.clone(),
+            self.reconciled.clone(),
+        ]
+    }
+}
+
+/// Renders conditions as Kubernetes condition objects, keeping each
+/// `lastTransitionTime` from `previous` (the object's current
+/// `status.conditions`) when the status did not change.
+pub fn render_conditions(
+    previous: Option<&Value>,
+    conditions: &[Condition],
+    generation: Option<i64>,
+) -> Vec<Value> {
+    // Whole seconds, like metav1.Time.
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let previous: Vec<&Value> = previous
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    conditions
+        .iter()
+        .map(|c| {
+            let before = previous
+                .iter()
+                .find(|p| p.get("type").and_then(Value::as_str) == Some(&c.type_));
+            let since = before
+                .filter(|p| p.get("status").and_then(Value::as_str) == Some(c.status))
+                .and_then(|p| p.get("lastTransitionTime").and_then(Value::as_str))
+                .map_or_else(|| now.clone(), str::to_owned);
+            let mut out = json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": since,
+            });
+            if let Some(g) = generation {
+                out["observedGeneration"] = json!(g);
+            }
+            out
+        })
+        .collect()
+}
+
+/// The body of a server-side apply of `status` to `obj`'s `/status`.
+pub fn apply_body(obj: &DynamicObject, status: Value) -> Value {
+    let types = obj.types.clone().unwrap_or_default();
+    let mut metadata = json!({ "name": obj.name_any() });
+    if let Some(ns) = obj.namespace() {
+        metadata["namespace"] = json!(ns);
+    }
+    json!({
+        "apiVersion": types.api_version,
+        "kind": types.kind,
+        "metadata": metadata,
+        "status": status,
+    })
+}
+
+/// A reference to `obj` for Events.
+pub fn reference(obj: &DynamicObject) -> ObjectReference {
+    let types = obj.types.clone().unwrap_or_default();
+    ObjectReference {
+        api_version: Some(types.api_version),
+        kind: Some(types.kind),
+        name: obj.meta().name.clone(),
+        namespace: obj.namespace(),
+        uid: obj.uid(),
+        resource_version: obj.resource_version(),
+        ..ObjectReference::default()
+    }
+}
+
+/// An event a plugin asked for, checked.
+#[derive(Clone, Debug)]
+pub struct PluginEvent {
+    /// The object it is about (the base or an extension that was sent).
+    pub regarding: ObjectReference,
+    /// Normal or Warning.
+    pub severity: Severity,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A checked `ReconcileResponse` (or `FinalizeResponse`).
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// OK, RETRY or FAILED (never unspecified).
+    pub outcome: Outcome,
+    /// The plugin's message.
+    pub message: String,
+    /// When to call again, for RETRY.
+    pub retry_after: Option<std::time::Duration>,
+    /// The plugin's part of the base object's status.
+    pub status: Option<Map<String, Value>>,
+    /// Statuses for extensions, with the extension object.
+    pub extension_statuses: Vec<(DynamicObject, Map<String, Value>)>,
+    /// Plugin conditions on the base object.
+    pub conditions: Vec<Condition>,
+    /// Events to record.
+    pub events: Vec<PluginEvent>,
+}
+
+/// Checks a Reconcile response against what the plugin was sent.
+///
+/// # Errors
+/// A message saying what is wrong, for the `InvalidPluginResponse` condition.
+pub fn check_reconcile(
+    resp: v1::ReconcileResponse,
+    base: &DynamicObject,
+    sent: &[DynamicObject],
+) -> Result<Checked, String> {
+    let outcome = check_outcome(resp.outcome)?;
+    let status = if resp.status.is_empty() {
+        None
+    } else {
+        let status = json_object(&resp.status, "status")?;
+        if let Some(key) = OPERATOR_KEYS.iter().find(|k| status.contains_key(**k)) {
+            return Err(format!(
+                "status key {key:?} belongs to the operator; report it differently (conditions go in the conditions field)"
+            ));
+        }
+        Some(status)
+    };
+    let mut extension_statuses = Vec::new();
+    for es in resp.extension_statuses {
+        let target = es.target.unwrap_or_default();
+        let Some(ext) = sent.iter().find(|o| same_object(o, &target)) else {
+            return Err(format!(
+                "status for {} {} {}/{}: the plugin was not sent that object",
+                target.api_version, target.kind, target.namespace, target.name
+            ));
+        };
+        let status = json_object(
+            &es.status,
+            &format!("status of {} {}", target.kind, target.name),
+        )?;
+        extension_statuses.push((ext.clone(), status));
+    }
+    let conditions = resp
+        .conditions
+        .into_iter()
+        .map(check_condition)
+        .collect::<Result<_, _>>()?;
+    let events = check_events(resp.events, base, sent)?;
+    Ok(Checked {
+        outcome,
+        message: resp.message,
+        retry_after: resp
+            .retry_after
+            .and_then(|d| std::time::Duration::try_from(d).ok()),
+        status,
+        extension_statuses,
+        conditions,
+        events,
+    })
+}
+
+/// Checks a Finalize response.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn check_finalize(
+    resp: v1::FinalizeResponse,
+    base: &DynamicObject,
+    sent: &[DynamicObject],
+) -> Result<Checked, String> {
+    Ok(Checked {
+        outcome: check_outcome(resp.outcome)?,
+        message: resp.message,
+        retry_after: resp
+            .retry_after
+            .and_then(|d| std::time::Duration::try_from(d).ok()),
+        status: None,
+        extension_statuses: Vec::new(),
+        conditions: Vec::new(),
+        events: check_events(resp.events, base, sent)?,
+    })
+}
+
+fn check_outcome(outcome: i32) -> Result<Outcome, String> {
+    match Outcome::try_from(outcome) {
+        Ok(Outcome::Unspecified) => {
+            Err("outcome is OUTCOME_UNSPECIFIED; set OK, RETRY or FAILED".into())
+        }
+        Ok(o) => Ok(o),
+        Err(_) => Err(format!("outcome {outcome} is not a known Outcome")),
+    }
+}
+
+fn json_object(bytes: &[u8], what: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "{what} must be a JSON object, got {}",
+            kind_of(&other)
+        )),
+        Err(e) => Err(format!("{what} is not valid JSON: {e}")),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn check_condition(c: v1::Condition) -> Result<Condition, String> {
+    if c.r#type.is_empty() {
+        return Err("a condition has an empty type".into());
+    }
+    if types::ALL.contains(&c.r#type.as_str()) {
+        return Err(format!(
+            "condition type {:?} is reserved for the operator",
+            c.r#type
+        ));
+    }
+    let status = match ConditionStatus::try_from(c.status) {
+        Ok(ConditionStatus::True) => "True",
+        Ok(ConditionStatus::False) => "False",
+        _ => "Unknown",
+    };
+    Ok(Condition {
+        type_: c.r#type,
+        status,
+        reason: if c.reason.is_empty() {
+            "Unspecified".into()
+        } else {
+            c.reason
+        },
+        message: c.message,
+    })
+}
+
+fn check_events(
+    events: Vec<v1::Event>,
+    base: &DynamicObject,
+    sent: &[DynamicObject],
+) -> Result<Vec<PluginEvent>, String> {
+    events
+        .into_iter()
+        .map(|e| {
+            let regarding = match &e.regarding {
+                None => reference(base),
+                Some(r) if same_object(base, r) => reference(base),
+                Some(r) => match sent.iter().find(|o| same_object(o, r)) {
+                    Some(o) => reference(o),
+                    None => {
+                        return Err(format!(
+                            "event {:?} is about {} {}, which the plugin was not sent",
+                            e.reason, r.kind, r.name
+                        ));
+                    }
+                },
+            };
+            Ok(PluginEvent {
+                regarding,
+                severity: if e.r#type == EventType::Warning as i32 {
+                    Severity::Warning
+                } else {
+                    Severity::Normal
+                },
+                reason: if e.reason.is_empty() {
+                    "Plugin".into()
+                } else {
+                    e.reason
+                },
+                message: e.message,
+            })
+        })
+        .collect()
+}
+
+/// Whether `target` names `obj` (the version may differ: same group and kind).
+fn same_object(obj: &DynamicObject, target: &v1::ObjectRef) -> bool {
+    let types = obj.types.clone().unwrap_or_default();
+    let group = |api_version: &str| {
+        api_version
+            .rsplit_once('/')
+            .map_or(String::new(), |(g, _)| g.to_owned())
+    };
+    types.kind == target.kind
+        && group(&types.api_version) == group(&target.api_version)
+        && obj.name_any() == target.name
+        && obj.namespace().unwrap_or_default() == target.namespace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "namespace": "ns"},
+        }))
+        .unwrap()
+    }
+
+    fn target(kind: &str, name: &str) -> v1::ObjectRef {
+        v1::ObjectRef {
+            api_version: "myorg.org/v1alpha1".into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn ok() -> v1::ReconcileResponse {
+        v1::ReconcileResponse {
+            outcome: Outcome::Ok as i32,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accepts_a_good_response() {
+        let base = obj("DatabaseTable", "users");
+        let ext = obj("PgExt", "users");
+        let resp = v1::ReconcileResponse {
+            status: br#"{"tableName":"users"}"#.to_vec(),
+            extension_statuses: vec![v1::ObjectStatus {
+                target: Some(target("PgExt", "users")),
+                status: br#"{"partitions":4}"#.to_vec(),
+            }],
+            conditions: vec![v1::Condition {
+                r#type: "TableReady".into(),
+                status: ConditionStatus::True as i32,
+                reason: "Created".into(),
+                message: String::new(),
+            }],
+            ..ok()
+        };
+        let checked = check_reconcile(resp, &base, std::slice::from_ref(&ext)).unwrap();
+        assert_eq!(checked.status.unwrap()["tableName"], "users");
+        assert_eq!(checked.extension_statuses[0].1["partitions"], 4);
+        assert_eq!(checked.conditions[0].status, "True");
+    }
+
+    #[test]
+    fn refuses_invalid_json_and_non_objects() {
+        let base = obj("DatabaseTable", "users");
+        let err = check_reconcile(
+            v1::ReconcileResponse {
+                status: b"{nope".to_vec(),
+                ..ok()
+            },
+            &base,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+        let err = check_reconcile(
+            v1::ReconcileResponse {
+                status: b"[1]".to_vec(),
+                ..ok()
+            },
+            &base,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.contains("must be a JSON object, got an array"), "{err}");
+    }
+
+    #[test]
+    fn refuses_status_for_objects_not_sent() {
+        let base = obj("DatabaseTable", "users");
+        let resp = v1::ReconcileResponse {
+            extension_statuses: vec![v1::ObjectStatus {
+                target: Some(target("PgExt", "orders")),
+                status: b"{}".to_vec(),
+            }],
+            ..ok()
+        };
+        let err = check_reconcile(resp, &base, &[obj("PgExt", "users")]).unwrap_err();
+        assert!(err.contains("not sent"), "{err}");
+    }
+
+    #[test]
+    fn refuses_operator_keys_and_reserved_conditions() {
+        let base = obj("DatabaseTable", "users");
+        let err = check_reconcile(
+            v1::ReconcileResponse {
+                status: br#"{"implementation":"x"}"#.to_vec(),
+                ..ok()
+            },
+            &base,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.contains("implementation"), "{err}");
+        let resp = v1::ReconcileResponse {
+            conditions: vec![v1::Condition {
+                r#type: "Ready".into(),
+                ..Default::default()
+            }],
+            ..ok()
+        };
+        assert!(
+            check_reconcile(resp, &base, &[])
+                .unwrap_err()
+                .contains("reserved")
+        );
+    }
+
+    #[test]
+    fn refuses_unspecified_outcome() {
+        let base = obj("DatabaseTable", "users");
+        let err = check_reconcile(v1::ReconcileResponse::default(), &base, &[]).unwrap_err();
+        assert!(err.contains("UNSPECIFIED"), "{err}");
+    }
+
+    #[test]
+    fn ready_follows_the_first_blocking_condition() {
+        let c = OperatorConditions {
+            plugin_available: Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", "ok"),
+            extensions_resolved: Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                false,
+                "ExtensionNotFound",
+                "x missing",
+            ),
+            reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
+        };
+        let ready = c.ready();
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            ("False", "ExtensionNotFound")
+        );
+    }
+
+    #[test]
+    fn transition_time_is_kept_while_status_is_unchanged() {
+        let previous = json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
+        let same = render_conditions(
+            Some(&previous),
+            &[Condition::new("Ready", true, "R", "")],
+            Some(3),
+        );
+        assert_eq!(same[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert_eq!(same[0]["observedGeneration"], 3);
+        let flipped = render_conditions(
+            Some(&previous),
+            &[Condition::new("Ready", false, "R", "")],
+            None,
+        );
+        assert_ne!(flipped[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+}

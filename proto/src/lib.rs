@@ -1,0 +1,30 @@
+//! The `kplug.v1` gRPC contract between a kplug operator and its plugins.
+//!
+//! Generated at build time from `proto/kplug/v1/*.proto` (the source of
+//! truth, documented field by field). The operator serves [`v1::registry_server`]
+//! and calls [`v1::plugin_client`]; plugins serve [`v1::plugin_server`] and call
+//! [`v1::registry_client`].
+
+/// Messages and services of package `kplug.v1`.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod v1 {
+    tonic::include_proto!("kplug.v1");
+}
+
+/// The protocol string plugins and operators exchange in heartbeats and
+/// `GetInfo`; peers that speak another protocol are refused.
+pub const PROTOCOL: &str = "kplug.v1";
+
+/// File name of the operator's registry socket inside the socket dir.
+pub const REGISTRY_SOCKET: &str = "registry.sock";
+
+/// Directory (inside the socket dir) holding one socket per plugin.
+pub const PLUGINS_DIR: &str = "plugins";
+
+/// Default socket dir: the shared `emptyDir` mount point.
+pub const DEFAULT_SOCKET_DIR: &str = "/var/run/kplug";
+
+/// Environment variable that overrides the socket dir.
+pub const SOCKET_DIR_ENV: &str = "KPLUG_SOCKET_DIR";
+
+pub mod socket;

@@ -1,0 +1,121 @@
+//! Binding the Unix sockets of the socket dir, the same way on both sides.
+//!
+//! A socket file left behind by a crashed container must not stop the next
+//! process from starting, but a live socket must never be stolen and a file
+//! that is not a socket must never be deleted. [`bind`] applies that rule.
+
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use tokio::net::{UnixListener, UnixStream};
+
+/// Why a socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Another live process serves the path.
+    #[error("{path} is served by another live process; stop it or choose another name")]
+    InUse {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// The path exists and is not a socket; it is left alone.
+    #[error(
+        "{path} exists and is not a socket; refusing to replace it (remove it by hand if it is stale)"
+    )]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Creating the directory, removing the stale socket or binding failed.
+    #[error("cannot bind {path}: {source}")]
+    Io {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds `path`, creating its parent directory and removing a stale socket
+/// (one whose connect is refused) first.
+///
+/// # Errors
+/// [`BindError::InUse`] when a live process accepts connections on `path`,
+/// [`BindError::NotASocket`] when `path` is some other kind of file, and
+/// [`BindError::Io`] for everything else.
+pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
+    let io_err = |source| BindError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(io_err)?;
+    }
+    match tokio::fs::symlink_metadata(path).await {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if is_live(path).await {
+                return Err(BindError::InUse {
+                    path: path.to_owned(),
+                });
+            }
+            match tokio::fs::remove_file(path).await {
+                Ok(()) => {}
+                // Someone else cleaned it up first; fine.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok(_) => {
+            return Err(BindError::NotASocket {
+                path: path.to_owned(),
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(e)),
+    }
+    UnixListener::bind(path).map_err(io_err)
+}
+
+/// Whether a process accepts connections on the socket at `path`. A refused
+/// connect (or a missing file) means nobody does: the socket is stale.
+pub async fn is_live(path: &Path) -> bool {
+    UnixStream::connect(path).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugins/a.sock");
+        let first = bind(&path).await.unwrap();
+        drop(first); // the file stays, nobody listens: stale
+        assert!(path.exists());
+        let _second = bind(&path).await.expect("stale socket must be replaced");
+        assert!(is_live(&path).await);
+    }
+
+    #[tokio::test]
+    async fn live_socket_is_not_stolen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.sock");
+        let _live = bind(&path).await.unwrap();
+        let err = bind(&path).await.unwrap_err();
+        assert!(matches!(err, BindError::InUse { .. }), "{err}");
+        assert!(is_live(&path).await, "the live socket must survive");
+    }
+
+    #[tokio::test]
+    async fn regular_file_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.sock");
+        std::fs::write(&path, b"precious").unwrap();
+        let err = bind(&path).await.unwrap_err();
+        assert!(matches!(err, BindError::NotASocket { .. }), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+    }
+}
