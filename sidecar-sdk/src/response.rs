@@ -1,0 +1,272 @@
+//! What a plugin answers.
+
+use std::time::Duration;
+
+use kplug_proto::v1::{self, ConditionStatus, EventType, Outcome};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::object::Object;
+
+/// Status keys the operator owns (see the protocol).
+const RESERVED_KEYS: [&str; 3] = ["implementation", "observedGeneration", "conditions"];
+/// Condition types the operator owns.
+const RESERVED_CONDITIONS: [&str; 4] = [
+    "Ready",
+    "PluginAvailable",
+    "ExtensionsResolved",
+    "Reconciled",
+];
+
+/// A plugin's answer to `Reconcile` (or `Finalize`, where only the outcome,
+/// message, retry delay and events count).
+///
+/// ```
+/// use kplug_sidecar::Response;
+/// let done = Response::ok()
+///     .message("table users is up to date")
+///     .status(serde_json::json!({"columns": 2}));
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct Response {
+    outcome: Outcome,
+    message: String,
+    retry_after: Option<Duration>,
+    status: Option<Value>,
+    extension_statuses: Vec<(v1::ObjectRef, Value)>,
+    conditions: Vec<v1::Condition>,
+    events: Vec<v1::Event>,
+    problem: Option<String>,
+}
+
+impl Response {
+    fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            message: String::new(),
+            retry_after: None,
+            status: None,
+            extension_statuses: Vec::new(),
+            conditions: Vec::new(),
+            events: Vec::new(),
+            problem: None,
+        }
+    }
+
+    /// Done: the object is reconciled (or cleaned up).
+    pub fn ok() -> Self {
+        Self::new(Outcome::Ok)
+    }
+
+    /// Not done yet, nothing wrong: call again after `after`.
+    pub fn retry(after: Duration) -> Self {
+        Self {
+            retry_after: Some(after),
+            ..Self::new(Outcome::Retry)
+        }
+    }
+
+    /// Failed; the operator shows `message` on the object and retries with
+    /// backoff.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(Outcome::Failed).message(message)
+    }
+
+    /// A message for humans (shown in the `Reconciled` condition).
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    /// The plugin's part of the base object's status (a JSON object).
+    pub fn status(mut self, status: impl Serialize) -> Self {
+        match self.check_status(status, "status") {
+            Some(v) => self.status = Some(v),
+            None => {}
+        }
+        self
+    }
+
+    /// The status of an extension the plugin was sent.
+    pub fn extension_status(mut self, extension: &Object, status: impl Serialize) -> Self {
+        let what = format!("status of {} {}", extension.kind(), extension.name());
+        if let Some(v) = self.check_status(status, &what) {
+            self.extension_statuses.push((extension.object_ref(), v));
+        }
+        self
+    }
+
+    /// A condition on the base object; `status` `None` means unknown.
+    pub fn condition(
+        mut self,
+        type_: &str,
+        status: Option<bool>,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        if RESERVED_CONDITIONS.contains(&type_) {
+            self.problem.get_or_insert(format!(
+                "condition type {type_:?} is reserved for the operator"
+            ));
+            return self;
+        }
+        self.conditions.push(v1::Condition {
+            r#type: type_.to_owned(),
+            status: match status {
+                Some(true) => ConditionStatus::True,
+                Some(false) => ConditionStatus::False,
+                None => ConditionStatus::Unknown,
+            } as i32,
+            reason: reason.to_owned(),
+            message: message.into(),
+        });
+        self
+    }
+
+    /// A Normal event on the base object.
+    pub fn event(self, reason: &str, message: impl Into<String>) -> Self {
+        self.push_event(EventType::Normal, reason, message.into(), None)
+    }
+
+    /// A Warning event on the base object.
+    pub fn warning(self, reason: &str, message: impl Into<String>) -> Self {
+        self.push_event(EventType::Warning, reason, message.into(), None)
+    }
+
+    /// An event on `regarding` (the base object or an extension sent).
+    pub fn event_on(
+        self,
+        regarding: &Object,
+        warning: bool,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        let kind = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.push_event(kind, reason, message.into(), Some(regarding.object_ref()))
+    }
+
+    fn push_event(
+        mut self,
+        kind: EventType,
+        reason: &str,
+        message: String,
+        regarding: Option<v1::ObjectRef>,
+    ) -> Self {
+        self.events.push(v1::Event {
+            r#type: kind as i32,
+            reason: reason.to_owned(),
+            message,
+            regarding,
+        });
+        self
+    }
+
+    fn check_status(&mut self, status: impl Serialize, what: &str) -> Option<Value> {
+        let problem = match serde_json::to_value(status) {
+            Ok(Value::Object(map)) => match RESERVED_KEYS.iter().find(|k| map.contains_key(**k)) {
+                Some(key) => format!("{what}: key {key:?} is reserved for the operator"),
+                None => return Some(Value::Object(map)),
+            },
+            Ok(_) => format!("{what} must be a JSON object"),
+            Err(e) => format!("{what} cannot be encoded as JSON: {e}"),
+        };
+        self.problem.get_or_insert(problem);
+        None
+    }
+
+    /// The outcome.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// A builder mistake (reserved key, status not an object), turned into
+    /// FAILED when sent so the plugin author sees it on the resource.
+    fn into_parts(self) -> Self {
+        match self.problem.clone() {
+            Some(problem) => Self::failed(format!("plugin bug: {problem}")),
+            None => self,
+        }
+    }
+
+    pub(crate) fn into_reconcile(self) -> v1::ReconcileResponse {
+        let r = self.into_parts();
+        v1::ReconcileResponse {
+            outcome: r.outcome as i32,
+            message: r.message,
+            retry_after: r
+                .retry_after
+                .and_then(|d| prost_types::Duration::try_from(d).ok()),
+            status: r
+                .status
+                .map(|s| s.to_string().into_bytes())
+                .unwrap_or_default(),
+            extension_statuses: r
+                .extension_statuses
+                .into_iter()
+                .map(|(target, status)| v1::ObjectStatus {
+                    target: Some(target),
+                    status: status.to_string().into_bytes(),
+                })
+                .collect(),
+            conditions: r.conditions,
+            events: r.events,
+        }
+    }
+
+    pub(crate) fn into_finalize(self) -> v1::FinalizeResponse {
+        let r = self.into_parts();
+        v1::FinalizeResponse {
+            outcome: r.outcome as i32,
+            message: r.message,
+            retry_after: r
+                .retry_after
+                .and_then(|d| prost_types::Duration::try_from(d).ok()),
+            events: r.events,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reserved_keys_become_failed() {
+        let r = Response::ok()
+            .status(json!({"implementation": "x"}))
+            .into_reconcile();
+        assert_eq!(r.outcome, Outcome::Failed as i32);
+        assert!(
+            r.message.contains("\"implementation\" is reserved"),
+            "{}",
+            r.message
+        );
+        let r = Response::ok()
+            .condition("Ready", Some(true), "R", "")
+            .into_reconcile();
+        assert_eq!(r.outcome, Outcome::Failed as i32);
+        let r = Response::ok().status(json!([1, 2])).into_reconcile();
+        assert!(r.message.contains("must be a JSON object"), "{}", r.message);
+    }
+
+    #[test]
+    fn builds_a_full_response() {
+        let r = Response::retry(Duration::from_secs(3))
+            .message("waiting")
+            .status(json!({"a": 1}))
+            .condition("TableReady", None, "Pending", "soon")
+            .warning("Slow", "slow server")
+            .into_reconcile();
+        assert_eq!(r.outcome, Outcome::Retry as i32);
+        assert_eq!(r.retry_after.unwrap().seconds, 3);
+        assert_eq!(r.status, br#"{"a":1}"#);
+        assert_eq!(r.conditions[0].status, ConditionStatus::Unknown as i32);
+        assert_eq!(r.events[0].r#type, EventType::Warning as i32);
+    }
+}

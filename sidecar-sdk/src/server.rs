@@ -1,0 +1,401 @@
+//! Serving a plugin: the socket, the gRPC service, heartbeats and the
+//! SIGTERM drain, in the order `docs/protocol.md` fixes.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
+use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::{
+    FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
+    ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
+};
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::plugin::{Plugin, PluginInfo, Readiness};
+use crate::request::Request;
+use crate::response::Response;
+use crate::{Error, heartbeat};
+
+/// Serves `plugin` with settings from the environment
+/// (`KPLUG_SOCKET_DIR`, default `/var/run/kplug`; `KPLUG_HEARTBEAT_INTERVAL`
+/// in seconds, default 5) until SIGTERM or Ctrl-C, then drains and returns.
+///
+/// # Errors
+/// [`Error`] when the name is invalid, the socket cannot be bound, or the
+/// server fails.
+pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .try_init();
+    Server::from_env(info, plugin)?
+        .run_until(termination())
+        .await
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// A plugin server with explicit settings (for tests and embedding);
+/// [`serve`] is the usual entry point.
+pub struct Server<P> {
+    info: PluginInfo,
+    plugin: Arc<P>,
+    socket_dir: PathBuf,
+    heartbeat_interval: Duration,
+    grace: Duration,
+}
+
+impl<P: Plugin> Server<P> {
+    /// Settings from the environment (see [`serve`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `KPLUG_HEARTBEAT_INTERVAL` is not a number.
+    pub fn from_env(info: PluginInfo, plugin: P) -> Result<Self, Error> {
+        let socket_dir = std::env::var_os(kplug_proto::SOCKET_DIR_ENV).map_or_else(
+            || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
+            PathBuf::from,
+        );
+        let interval = match std::env::var("KPLUG_HEARTBEAT_INTERVAL") {
+            Ok(s) => s
+                .parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "KPLUG_HEARTBEAT_INTERVAL={s:?} is not a positive number of seconds"
+                    ))
+                })?,
+            Err(_) => Duration::from_secs(5),
+        };
+        Ok(Self::new(info, plugin, socket_dir).heartbeat_interval(interval))
+    }
+
+    /// A server for `plugin` in `socket_dir`.
+    pub fn new(info: PluginInfo, plugin: P, socket_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            info,
+            plugin: Arc::new(plugin),
+            socket_dir: socket_dir.into(),
+            heartbeat_interval: Duration::from_secs(5),
+            grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Heartbeat interval until the operator asks for another.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// How long calls in flight may take to finish at shutdown.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The socket this plugin serves: `<socket dir>/plugins/<name>.sock`.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket_dir
+            .join(kplug_proto::PLUGINS_DIR)
+            .join(format!("{}.sock", self.info.name))
+    }
+
+    /// Binds, serves and heartbeats until `shutdown` resolves; then
+    /// unregisters, drains and removes the socket.
+    ///
+    /// # Errors
+    /// [`Error`] when the name is invalid, the socket cannot be bound, or the
+    /// server fails.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        self.info.validate()?;
+        let socket = self.socket_path();
+        let listener = kplug_proto::socket::bind(&socket).await?;
+        let instance_id = uuid::Uuid::new_v4().to_string();
+        let name = self.info.name.clone();
+        tracing::info!(plugin = name, version = self.info.version, socket = %socket.display(), instance_id, "serving");
+
+        // Serve first: the operator dials back on the first heartbeat.
+        let (stop_serving, serving_stopped) = watch::channel(false);
+        let service = Service {
+            info: self.info.clone(),
+            plugin: self.plugin.clone(),
+        };
+        let mut server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(PluginServer::new(service).max_decoding_message_size(64 * 1024 * 1024))
+                .serve_with_incoming_shutdown(
+                    UnixListenerStream::new(listener),
+                    wait_true(serving_stopped),
+                ),
+        );
+
+        let registry_path = self.socket_dir.join(kplug_proto::REGISTRY_SOCKET);
+        let registry = unix_channel(&registry_path);
+        let heartbeat = HeartbeatRequest {
+            name: name.clone(),
+            version: self.info.version.clone(),
+            instance_id: instance_id.clone(),
+            protocol: kplug_proto::PROTOCOL.into(),
+            socket: format!("{}/{}.sock", kplug_proto::PLUGINS_DIR, name),
+            offers: self.info.offers(),
+            capabilities: self.info.capabilities(),
+        };
+        let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
+        let heartbeats = tokio::spawn(heartbeat::run(
+            registry.clone(),
+            registry_path,
+            heartbeat,
+            self.heartbeat_interval,
+            heartbeat_stopped,
+        ));
+
+        let server_failed = tokio::select! {
+            () = shutdown => None,
+            result = &mut server => Some(result),
+        };
+        if let Some(result) = server_failed {
+            heartbeats.abort();
+            remove_own_socket(&socket).await;
+            return match result {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(Error::Serve(e)),
+                Err(e) => Err(Error::Config(format!("the server task failed: {e}"))),
+            };
+        }
+
+        tracing::info!(
+            plugin = name,
+            "shutting down: unregistering, then draining calls in flight"
+        );
+        let _ = stop_heartbeat.send(true);
+        let _ = heartbeats.await;
+        let mut unregister = tonic::Request::new(UnregisterRequest {
+            name: name.clone(),
+            instance_id,
+        });
+        unregister.set_timeout(Duration::from_secs(10));
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            RegistryClient::new(registry).unregister(unregister),
+        )
+        .await
+        {
+            Ok(Ok(_)) => tracing::info!(plugin = name, "unregistered"),
+            Ok(Err(status)) => tracing::warn!(
+                plugin = name,
+                error = status.message(),
+                "Unregister failed; exiting anyway"
+            ),
+            Err(_) => tracing::warn!(plugin = name, "Unregister timed out; exiting anyway"),
+        }
+        let _ = stop_serving.send(true);
+        match tokio::time::timeout(self.grace, &mut server).await {
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(plugin = name, error = %e, "server error while draining")
+            }
+            Err(_) => {
+                tracing::warn!(plugin = name, grace = ?self.grace, "calls still in flight after the grace period; exiting");
+                server.abort();
+            }
+            _ => {}
+        }
+        remove_own_socket(&socket).await;
+        tracing::info!(plugin = name, "stopped");
+        Ok(())
+    }
+}
+
+async fn wait_true(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Removes our socket file, unless a newer instance already replaced it
+/// (then it is live and not ours).
+async fn remove_own_socket(socket: &Path) {
+    if !kplug_proto::socket::is_live(socket).await {
+        let _ = tokio::fs::remove_file(socket).await;
+    }
+}
+
+/// A lazily connecting channel to a Unix socket (reconnects on demand, so an
+/// operator restart is picked up by the next heartbeat).
+pub(crate) fn unix_channel(path: &Path) -> Channel {
+    let path = path.to_owned();
+    Endpoint::from_static("http://registry.kplug.invalid").connect_with_connector_lazy(
+        tower::service_fn(move |_| {
+            let path = path.clone();
+            async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(&path).await?)) }
+        }),
+    )
+}
+
+/// The `kplug.v1.Plugin` service around a [`Plugin`].
+struct Service<P> {
+    info: PluginInfo,
+    plugin: Arc<P>,
+}
+
+type Handler = fn(
+    Arc<dyn DynPlugin>,
+    Request,
+) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send>>;
+
+/// Object-safe view of [`Plugin`], so handlers can run on their own task
+/// (a panic then fails one call, not the server).
+trait DynPlugin: Send + Sync {
+    fn reconcile(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send + '_>>;
+    fn finalize(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send + '_>>;
+}
+
+impl<P: Plugin> DynPlugin for P {
+    fn reconcile(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send + '_>> {
+        Box::pin(Plugin::reconcile(self, request))
+    }
+    fn finalize(
+        &self,
+        request: Request,
+    ) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send + '_>> {
+        Box::pin(Plugin::finalize(self, request))
+    }
+}
+
+fn reconcile_handler(
+    p: Arc<dyn DynPlugin>,
+    r: Request,
+) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send>> {
+    Box::pin(async move { p.reconcile(r).await })
+}
+
+fn finalize_handler(
+    p: Arc<dyn DynPlugin>,
+    r: Request,
+) -> Pin<Box<dyn Future<Output = Result<Response, crate::BoxError>> + Send>> {
+    Box::pin(async move { p.finalize(r).await })
+}
+
+impl<P: Plugin> Service<P> {
+    /// Decodes, runs the handler on its own task, and turns every failure
+    /// (bad JSON, handler error, panic) into a FAILED response.
+    async fn handle(
+        &self,
+        call: &str,
+        handler: Handler,
+        implementation: String,
+        object: &[u8],
+        extensions: &[Vec<u8>],
+    ) -> Response {
+        let request = match Request::decode(implementation, object, extensions) {
+            Ok(request) => request,
+            Err(e) => return Response::failed(format!("kplug: {e}")),
+        };
+        let plugin: Arc<dyn DynPlugin> = self.plugin.clone();
+        match tokio::spawn(handler(plugin, request)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => {
+                tracing::warn!(plugin = self.info.name, call, %error, "handler failed");
+                Response::failed(error.to_string())
+            }
+            Err(join) => {
+                tracing::error!(plugin = self.info.name, call, error = %join, "handler panicked");
+                Response::failed(format!("the plugin's {call} handler panicked: {join}"))
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl<P: Plugin> PluginApi for Service<P> {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: self.info.name.clone(),
+            version: self.info.version.clone(),
+            protocol: kplug_proto::PROTOCOL.into(),
+            offers: self.info.offers(),
+            capabilities: self.info.capabilities(),
+            description: self.info.description.clone(),
+        }))
+    }
+
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        let (ready, message) = match self.plugin.ready().await {
+            Readiness::Ready => (true, String::new()),
+            Readiness::NotReady(why) => (false, why),
+        };
+        Ok(tonic::Response::new(ProbeResponse { ready, message }))
+    }
+
+    async fn reconcile(
+        &self,
+        request: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let r = request.into_inner();
+        let response = self
+            .handle(
+                "Reconcile",
+                reconcile_handler,
+                r.implementation,
+                &r.object,
+                &r.extensions,
+            )
+            .await;
+        Ok(tonic::Response::new(response.into_reconcile()))
+    }
+
+    async fn finalize(
+        &self,
+        request: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        let r = request.into_inner();
+        let response = self
+            .handle(
+                "Finalize",
+                finalize_handler,
+                r.implementation,
+                &r.object,
+                &r.extensions,
+            )
+            .await;
+        Ok(tonic::Response::new(response.into_finalize()))
+    }
+}
