@@ -1,0 +1,115 @@
+# kplug: build, test and lint. `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+CARGO ?= cargo
+GO ?= go
+NPM ?= npm
+
+# Cargo's target directory; the kplug-testenv crate looks in the same place.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+
+# --- testenv: a real kube-apiserver + etcd, built from Go modules ----------
+
+TESTENV_BIN := $(TARGET_DIR)/testenv/kube-testenv
+TESTENV_SRC := $(wildcard testenv/*.go) testenv/go.mod testenv/go.sum
+
+.PHONY: help
+help: ## show this help
+	@echo "kplug make targets:"
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: testenv
+testenv: $(TESTENV_BIN) ## build target/testenv/kube-testenv (kube-apiserver + etcd for tests); no-op when up to date
+
+# The version is the k8s.io/kubernetes requirement in testenv/go.mod. It is
+# stamped into the binary because a module build does not set it (the API
+# server would report v0.0.0 and clients would see an unknown version).
+$(TESTENV_BIN): $(TESTENV_SRC)
+	@echo "building kube-apiserver for $@ (the first build takes several minutes; later ones reuse the Go build cache)..."
+	@mkdir -p $(@D)
+	@version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
+	major=$${version#v}; major=$${major%%.*}; \
+	minor=$${version#v*.}; minor=$${minor%%.*}; \
+	pkg=k8s.io/component-base/version; \
+	start=$$(date +%s); \
+	cd testenv && $(GO) build -trimpath \
+	  -ldflags "-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean" \
+	  -o $(abspath $@).tmp . ; \
+	mv $(abspath $@).tmp $(abspath $@); \
+	echo "built $@ (kube-apiserver $$version) in $$(( $$(date +%s) - start ))s"
+
+# --- build and test ---------------------------------------------------------
+
+.PHONY: build
+build: ## build every crate and binary of the workspace
+	$(CARGO) build --workspace --bins
+
+.PHONY: test
+test: testenv build test-rust test-python lint ## run every test (against a real kube-apiserver) and every lint
+
+.PHONY: test-rust
+test-rust: testenv build ## cargo test --workspace (all targets)
+	$(CARGO) test --workspace --all-targets
+
+.PHONY: test-python
+test-python: ## Python SDK tests (sidecar-sdk/python)
+	@if [ -d sidecar-sdk/python ]; then \
+	  echo "test-python: the Python SDK tests are not wired into make yet"; \
+	fi
+
+# --- lint ------------------------------------------------------------------
+
+BUF := node_modules/.bin/buf
+
+.PHONY: lint
+lint: fmt-check clippy go-vet buf-lint buf-breaking ## rustfmt, clippy, go vet, buf lint and buf breaking
+
+.PHONY: fmt-check
+fmt-check: ## cargo fmt --check
+	$(CARGO) fmt --all -- --check
+
+.PHONY: fmt
+fmt: ## format Rust and Go sources
+	$(CARGO) fmt --all
+	gofmt -w testenv/*.go
+
+.PHONY: clippy
+clippy: ## clippy on every target, warnings are errors
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: go-vet
+go-vet: ## go vet and gofmt check of testenv
+	@unformatted=$$(gofmt -l testenv/*.go); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed (make fmt): $$unformatted"; exit 1; fi
+	cd testenv && $(GO) vet ./...
+
+# buf comes from the npm registry, pinned by package-lock.json.
+$(BUF): package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
+
+.PHONY: buf-lint
+buf-lint: $(BUF) ## lint the protos (proto/buf.yaml)
+	cd proto && ../$(BUF) lint
+
+# Compares proto/ with the same directory at the latest release tag (v*).
+.PHONY: buf-breaking
+buf-breaking: $(BUF) ## check the protos for breaking changes against the latest v* tag
+	@tag=$$(git tag --list 'v*' --sort=-version:refname | head -n1); \
+	if [ -z "$$tag" ]; then \
+	  echo "buf-breaking: no v* release tag yet; nothing to compare against (skipped)"; \
+	else \
+	  echo "buf-breaking: comparing proto/ with $$tag"; \
+	  cd proto && ../$(BUF) breaking --against "../.git#tag=$$tag,subdir=proto"; \
+	fi
+
+# --- housekeeping ------------------------------------------------------------
+
+.PHONY: clean
+clean: ## remove build outputs (target/, including kube-testenv) and tool installs
+	$(CARGO) clean
+	rm -rf node_modules .pytest_cache

@@ -1,0 +1,438 @@
+// Command kube-testenv runs a real Kubernetes control plane (kube-apiserver
+// with an embedded etcd) on loopback for tests and demos.
+//
+// Everything it needs lives in one temporary directory that is removed at
+// exit. It writes an admin kubeconfig, prints one line when /readyz is ok, and
+// shuts down on SIGTERM/SIGINT or when the process that started it dies, so a
+// crashed test run leaves nothing behind.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+const usage = `kube-testenv: a real kube-apiserver with embedded etcd, on loopback.
+
+Usage:
+  kube-testenv --kubeconfig PATH [--port N] [--verbose] [--exit-on-stdin-eof]
+
+It picks free ports, generates self-signed certificates, keeps all state in a
+temporary directory removed at exit, writes an admin kubeconfig to PATH and
+prints one line starting with "kube-testenv ready:" once /readyz answers ok.
+It stops on SIGTERM/SIGINT and when its parent process exits (and, with
+--exit-on-stdin-eof, when its stdin is closed), removing everything it wrote.
+
+Flags:
+`
+
+// readyPrefix starts the one line printed on stdout once the API server is
+// ready. Callers (the kplug-testenv crate) wait for it.
+const readyPrefix = "kube-testenv ready:"
+
+type options struct {
+	kubeconfig     string
+	port           int
+	verbose        bool
+	readyTimeout   time.Duration
+	exitOnStdinEOF bool
+}
+
+// shutdownTimeout bounds the graceful shutdown of kube-apiserver.
+const shutdownTimeout = 15 * time.Second
+
+func main() {
+	opts := parseFlags()
+	if err := run(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "kube-testenv: error: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (required); removed again at exit")
+	flag.IntVar(&o.port, "port", 0, "loopback port for the API server; 0 picks a free one")
+	flag.BoolVar(&o.verbose, "verbose", false, "show kube-apiserver and etcd logs on stderr (default: kept in the state directory and shown only on failure)")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "give up if /readyz is not ok within this time")
+	flag.BoolVar(&o.exitOnStdinEOF, "exit-on-stdin-eof", false, "also shut down when stdin is closed (for a parent that holds a pipe to it)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if o.kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "kube-testenv: error: --kubeconfig PATH is required")
+		flag.Usage()
+		os.Exit(2)
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kube-testenv: error: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	return o
+}
+
+func run(o options) error {
+	start := time.Now()
+	parent := os.Getppid()
+
+	// Stop requests (SIGTERM/SIGINT, the parent going away, EOF on stdin)
+	// are watched from the very start, so that a request during start-up
+	// also ends with the state directory removed. The first reason wins.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reasons := make(chan string, 1)
+	stop := func(why string) {
+		select {
+		case reasons <- why:
+		default:
+		}
+		cancel()
+	}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, unix.SIGTERM, unix.SIGINT)
+	go func() {
+		sig := <-signals
+		stop(fmt.Sprintf("received %v", sig))
+	}()
+	go watchParent(ctx, parent, func() {
+		stop(fmt.Sprintf("parent process %d is gone", parent))
+	})
+	if o.exitOnStdinEOF {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			stop("stdin was closed")
+		}()
+	}
+
+	// Check everything the user gave us before starting anything, so bad
+	// input fails fast with a message instead of a half-started server.
+	kubeconfig, err := filepath.Abs(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig path %q: %w", o.kubeconfig, err)
+	}
+	if err := checkWritable(kubeconfig); err != nil {
+		return err
+	}
+	apiListener, err := listenLoopback(o.port)
+	if err != nil {
+		return err
+	}
+	apiPort := apiListener.Addr().(*net.TCPAddr).Port
+	// The listener only reserved the port; kube-apiserver binds it itself.
+	apiListener.Close()
+
+	state, err := os.MkdirTemp("", "kube-testenv-")
+	if err != nil {
+		return fmt.Errorf("creating the state directory: %w", err)
+	}
+	defer os.RemoveAll(state)
+
+	logPath := filepath.Join(state, "control-plane.log")
+	restoreStderr, err := redirectLogs(logPath, o.verbose)
+	if err != nil {
+		return err
+	}
+	// Our own messages always go to the real stderr.
+	say := func(format string, args ...any) {
+		fmt.Fprintf(restoreStderr, "kube-testenv: "+format+"\n", args...)
+	}
+	fail := func(err error) error {
+		if !o.verbose {
+			say("last lines of %s:\n%s", logPath, tail(logPath, 40))
+		}
+		return err
+	}
+
+	pki, err := writePKI(filepath.Join(state, "pki"))
+	if err != nil {
+		return fmt.Errorf("generating certificates: %w", err)
+	}
+
+	etcd, err := startEtcd(ctx, filepath.Join(state, "etcd"))
+	if err != nil {
+		return fail(err)
+	}
+	defer etcd.Close()
+
+	apiserverDone := make(chan error, 1)
+	go func() {
+		apiserverDone <- runAPIServer(ctx, apiserverArgs(apiPort, etcd.Clients[0].Addr().String(), pki))
+	}()
+
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	client, err := adminClient(pki)
+	if err != nil {
+		return err
+	}
+	readyCtx, cancelReady := context.WithTimeout(ctx, o.readyTimeout)
+	defer cancelReady()
+	version, err := waitReady(readyCtx, client, server, apiserverDone, etcd.Err())
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped before the API server was ready: %s", <-reasons)
+		}
+		return fail(err)
+	}
+	if err := writeKubeconfig(kubeconfig, server, pki); err != nil {
+		return err
+	}
+	defer os.Remove(kubeconfig)
+
+	fmt.Printf("%s kube-apiserver %s at %s, etcd %s, in %.2fs; kubeconfig %s\n",
+		readyPrefix, version, server, etcdVersion(), time.Since(start).Seconds(), kubeconfig)
+
+	select {
+	case err := <-apiserverDone:
+		if err == nil {
+			err = errors.New("it returned without being asked to stop")
+		}
+		return fail(fmt.Errorf("kube-apiserver stopped: %w", err))
+	case err := <-etcd.Err():
+		return fail(fmt.Errorf("etcd stopped: %w", err))
+	case <-ctx.Done():
+	}
+
+	say("%s; shutting down", <-reasons)
+	// kube-apiserver drains its requests and watches; bound the wait so a
+	// stuck shutdown cannot keep a test run (or CI) waiting. A second
+	// signal skips the wait. Either way the deferred clean-up runs.
+	select {
+	case err := <-apiserverDone:
+		if err != nil {
+			say("kube-apiserver shut down with an error: %v", err)
+		}
+	case <-time.After(shutdownTimeout):
+		say("kube-apiserver did not stop within %s; exiting anyway", shutdownTimeout)
+	case sig := <-signals:
+		say("received %v again; exiting without waiting", sig)
+	}
+	say("stopped cleanly")
+	return nil
+}
+
+// checkWritable fails early, with the path in the message, when the
+// kubeconfig cannot be written.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, ".kube-testenv-probe-")
+	if err != nil {
+		return fmt.Errorf("cannot write the kubeconfig %s: %w (choose a writable path with --kubeconfig)", path, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return fmt.Errorf("cannot write the kubeconfig %s: it is a directory (give a file path with --kubeconfig)", path)
+	}
+	return nil
+}
+
+// listenLoopback reserves a loopback port, or reports who to blame when the
+// requested one is taken.
+func listenLoopback(port int) (net.Listener, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("port %d on 127.0.0.1 is already in use; pick another with --port, or --port 0 for a free one", port)
+		}
+		return nil, fmt.Errorf("cannot listen on 127.0.0.1:%d: %w", port, err)
+	}
+	return l, nil
+}
+
+// redirectLogs sends kube-apiserver's and etcd's logs (they write to fd 2)
+// to a file unless verbose, and returns a writer for our own messages.
+func redirectLogs(path string, verbose bool) (io.Writer, error) {
+	if verbose {
+		return os.Stderr, nil
+	}
+	logFile, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log file: %w", err)
+	}
+	saved, err := unix.Dup(int(os.Stderr.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("duplicating stderr: %w", err)
+	}
+	if err := unix.Dup2(int(logFile.Fd()), int(os.Stderr.Fd())); err != nil {
+		return nil, fmt.Errorf("redirecting logs: %w", err)
+	}
+	return os.NewFile(uintptr(saved), "stderr"), nil
+}
+
+func startEtcd(ctx context.Context, dir string) (*embed.Etcd, error) {
+	var lastErr error
+	// Free ports are picked by binding port 0 and releasing it; another
+	// process may grab one in between, so retry a few times.
+	for attempt := 0; attempt < 3; attempt++ {
+		clientPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		peerPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		cfg := embed.NewConfig()
+		cfg.Dir = dir
+		cfg.LogLevel = "error"
+		// A test control plane does not need durable writes; fsync makes
+		// every write (and so every test) slower.
+		cfg.UnsafeNoFsync = true
+		clientURL := mustURL(fmt.Sprintf("http://127.0.0.1:%d", clientPort))
+		peerURL := mustURL(fmt.Sprintf("http://127.0.0.1:%d", peerPort))
+		cfg.ListenClientUrls = []urlT{clientURL}
+		cfg.AdvertiseClientUrls = []urlT{clientURL}
+		cfg.ListenPeerUrls = []urlT{peerURL}
+		cfg.AdvertisePeerUrls = []urlT{peerURL}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		e, err := embed.StartEtcd(cfg)
+		if err != nil {
+			lastErr = err
+			os.RemoveAll(dir)
+			continue
+		}
+		select {
+		case <-e.Server.ReadyNotify():
+			return e, nil
+		case <-time.After(30 * time.Second):
+			e.Close()
+			return nil, errors.New("etcd did not become ready within 30s")
+		case <-ctx.Done():
+			e.Close()
+			return nil, errors.New("stopped while etcd was starting")
+		}
+	}
+	return nil, fmt.Errorf("starting etcd: %w", lastErr)
+}
+
+func freePort() (int, error) {
+	l, err := listenLoopback(0)
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func apiserverArgs(port int, etcdAddr string, pki *pkiFiles) []string {
+	return []string{
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--etcd-servers=http://" + etcdAddr,
+		"--tls-cert-file=" + pki.servingCert,
+		"--tls-private-key-file=" + pki.servingKey,
+		"--client-ca-file=" + pki.caCert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pki.serviceAccountKey,
+		"--service-account-signing-key-file=" + pki.serviceAccountKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		// RBAC is on so that permission checks (SubjectAccessReview,
+		// impersonation) behave as in a real cluster; the admin is in
+		// system:masters.
+		"--authorization-mode=Node,RBAC",
+		"--shutdown-delay-duration=0s",
+		"--shutdown-watch-termination-grace-period=0s",
+		"--v=0",
+	}
+}
+
+func waitReady(ctx context.Context, client *http.Client, server string, apiserverDone <-chan error, etcdErr <-chan error) (string, error) {
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-apiserverDone:
+			if err == nil {
+				err = errors.New("exited before it was ready")
+			}
+			return "", fmt.Errorf("kube-apiserver failed to start: %w", err)
+		case err := <-etcdErr:
+			return "", fmt.Errorf("etcd failed: %w", err)
+		case <-ctx.Done():
+			return "", fmt.Errorf("kube-apiserver at %s was not ready in time (raise --ready-timeout, or run with --verbose to see why)", server)
+		case <-ticker.C:
+		}
+		resp, err := client.Get(server + "/readyz")
+		if err != nil {
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return apiserverVersion(client, server), nil
+		}
+	}
+}
+
+// watchParent calls gone once the process that started us has exited (we
+// get re-parented). Polling getppid works for any parent, including one
+// killed with SIGKILL, without a cooperating pipe.
+func watchParent(ctx context.Context, parent int, gone func()) {
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if os.Getppid() != parent {
+			gone()
+			return
+		}
+	}
+}
+
+func etcdVersion() string {
+	return moduleVersion("go.etcd.io/etcd/server/v3")
+}
+
+func moduleVersion(path string) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == path {
+				if dep.Replace != nil {
+					return dep.Replace.Version
+				}
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	count := 0
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] == '\n' {
+			count++
+			if count > lines {
+				return string(data[i+1:])
+			}
+		}
+	}
+	return string(data)
+}
