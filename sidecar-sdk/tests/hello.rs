@@ -1,0 +1,137 @@
+//! The SDK against the operator's real registry, in one process but over
+//! real Unix sockets: registration, a Reconcile round trip, re-registration
+//! after an operator restart, and the drain on shutdown.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kplug_operator::metrics::Metrics;
+use kplug_operator::registry::{Registry, RegistryConfig};
+use kplug_proto::v1::{Outcome, ReconcileRequest};
+use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+struct Hello;
+
+impl Plugin for Hello {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        if request.name() == "slow" {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+        }
+        Ok(Response::ok().status(json!({ "greeting": format!("hello, {}", request.name()) })))
+    }
+}
+
+fn info() -> PluginInfo {
+    PluginInfo::new("hello", "1.0.0").offer(Offer::new("example.com", "Greeting", "Hello"))
+}
+
+fn start_registry(dir: &Path) -> (Registry, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let registry = Registry::new(
+        RegistryConfig {
+            socket_dir: dir.to_owned(),
+            heartbeat_interval: Duration::from_millis(200),
+            ..RegistryConfig::default()
+        },
+        Metrics::new(),
+        None,
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(registry.clone().serve(async {
+        let _ = stopped.await;
+    }));
+    let task = tokio::spawn(async move {
+        task.await.unwrap().unwrap();
+    });
+    (registry, stop, task)
+}
+
+async fn wait_registered(registry: &Registry, what: &str) {
+    let start = Instant::now();
+    while registry.get("hello").is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "hello did not register ({what})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn greeting(name: &str) -> ReconcileRequest {
+    ReconcileRequest {
+        implementation: "Hello".into(),
+        object: serde_json::to_vec(&json!({
+            "apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": name, "namespace": "default"}, "spec": {}
+        }))
+        .unwrap(),
+        extensions: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_plugin_registers_reconciles_reregisters_and_drains() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, stop_registry, registry_task) = start_registry(dir.path());
+
+    let (stop_plugin, plugin_stopped) = oneshot::channel::<()>();
+    let server = Server::new(info(), Hello, dir.path()).heartbeat_interval(Duration::from_millis(200));
+    let socket = server.socket_path();
+    let plugin = tokio::spawn(server.run_until(async {
+        let _ = plugin_stopped.await;
+    }));
+
+    wait_registered(&registry, "first start").await;
+    let instance = registry.get("hello").unwrap();
+    assert_eq!(instance.version, "1.0.0");
+    let response = instance.reconcile(greeting("world")).await.unwrap();
+    assert_eq!(response.outcome, Outcome::Ok as i32);
+    let status: Value = serde_json::from_slice(&response.status).unwrap();
+    assert_eq!(status, json!({"greeting": "hello, world"}));
+
+    // Operator restart: a new registry on the same socket dir learns of the
+    // plugin from its next heartbeats.
+    stop_registry.send(()).unwrap();
+    registry_task.await.unwrap();
+    let (registry, _stop_registry, _task) = start_registry(dir.path());
+    wait_registered(&registry, "after the operator restarted").await;
+
+    // Shutdown with a call in flight: the call completes, the plugin
+    // unregisters, the socket is removed.
+    let instance = registry.get("hello").unwrap();
+    let in_flight = tokio::spawn(async move { instance.reconcile(greeting("slow")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop_plugin.send(()).unwrap();
+    let response = in_flight.await.unwrap().expect("the call in flight must complete during the drain");
+    assert_eq!(response.outcome, Outcome::Ok as i32);
+    plugin.await.unwrap().unwrap();
+    assert!(registry.get("hello").is_none(), "the plugin must be unregistered");
+    assert!(!socket.exists(), "the plugin's socket must be removed");
+}
+
+#[tokio::test]
+async fn invalid_plugin_name_is_refused_before_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Server::new(PluginInfo::new("Not_A_Label", "1"), Hello, dir.path())
+        .run_until(async {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("DNS label"), "{err}");
+}
+
+#[tokio::test]
+async fn a_live_socket_is_not_stolen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let first = Server::new(info(), Hello, dir.path());
+    let socket = first.socket_path();
+    let first = tokio::spawn(first.run_until(async {
+        let _ = stopped.await;
+    }));
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(start.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let err = Server::new(info(), Hello, dir.path()).run_until(async {}).await.unwrap_err();
+    assert!(err.to_string().contains("another live process"), "{err}");
+    stop.send(()).unwrap();
+    first.await.unwrap().unwrap();
+}
