@@ -39,12 +39,6 @@ class Conformance(kplug.Plugin):
         if "extensionStatus" in c:
             for extension in request.extensions:
                 response.extension_status(extension, c["extensionStatus"])
-        if "foreignStatus" in c:
-            target = c["foreignStatus"]["target"]
-            ref = kplug.ObjectRef(
-                target["apiVersion"], target["kind"], target["namespace"], target["name"]
-            )
-            response.extension_status(ref, c["foreignStatus"]["status"])
         for condition in c.get("conditions", []):
             response.condition(
                 condition["type"],

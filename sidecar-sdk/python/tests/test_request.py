@@ -80,17 +80,17 @@ def test_unicode_survives() -> None:
 @pytest.mark.parametrize(
     ("obj", "extensions", "message"),
     [
-        (b"{not json", [], "invalid request: object is not valid JSON"),
-        (b"", [], "invalid request: object is not valid JSON"),
-        (b"\xff\xfe", [], "invalid request: object is not valid JSON"),
-        (b'{"a": NaN}', [], "invalid request: object is not valid JSON"),
-        (b"[1, 2]", [], "invalid request: object is not a JSON object"),
-        (b"{}", [b"{}", b"nope"], "invalid request: extensions[1] is not valid JSON"),
-        (b"{}", [b'"text"'], "invalid request: extensions[0] is not a JSON object"),
+        (b"{not json", [], "kplug: the base object is not valid JSON"),
+        (b"", [], "kplug: the base object is not valid JSON"),
+        (b"\xff\xfe", [], "kplug: the base object is not valid JSON"),
+        (b'{"a": NaN}', [], "kplug: the base object is not valid JSON"),
+        (b"[1, 2]", [], "kplug: the base object is not a JSON object"),
+        (b"{}", [b"{}", b"nope"], "kplug: extension #1 is not valid JSON"),
+        (b"{}", [b'"text"'], "kplug: extension #0 is not a JSON object"),
     ],
 )
 def test_invalid_input_is_refused_with_a_clear_message(
     obj: bytes, extensions: list[bytes], message: str
 ) -> None:
-    with pytest.raises(InvalidRequestError, match=r"^" + message.replace("[", r"\[")):
+    with pytest.raises(InvalidRequestError, match=r"^" + message):
         Request.decode("x", obj, extensions)

@@ -86,10 +86,26 @@ def test_reserved_status_keys_are_refused_when_built() -> None:
         response.to_reconcile_proto(BASE, [])
 
 
-def test_reserved_keys_in_a_status_targeting_the_base() -> None:
+def test_the_base_is_no_extension_status_target() -> None:
     response = Response.ok().extension_status(BASE, {"implementation": "x"})
-    with pytest.raises(ValueError, match='key "implementation" is reserved'):
-        response.to_reconcile_proto(BASE, [])
+    with pytest.raises(ValueError, match=r"targets the base object .* with_status"):
+        response.to_reconcile_proto(BASE, [EXT])
+
+
+def test_targets_are_compared_as_the_operator_does() -> None:
+    # The operator matches group, kind, namespace and name; the version may differ.
+    other_version = ObjectRef("myorg.org/v1", EXT.kind, EXT.namespace, EXT.name)
+    wire = (
+        Response.ok()
+        .extension_status(other_version, {"a": 1})
+        .event("R", "m", regarding=ObjectRef("myorg.org/v2", BASE.kind, "shop", "users"))
+        .to_reconcile_proto(BASE, [EXT])
+    )
+    assert len(wire.extension_statuses) == 1
+    assert len(wire.events) == 1
+    other_group = ObjectRef("other.org/v1alpha1", EXT.kind, EXT.namespace, EXT.name)
+    with pytest.raises(ValueError, match="was not sent to this plugin"):
+        Response.ok().extension_status(other_group, {"a": 1}).to_reconcile_proto(BASE, [EXT])
 
 
 @pytest.mark.parametrize("type_", ["Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"])

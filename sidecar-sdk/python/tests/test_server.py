@@ -311,7 +311,7 @@ async def test_invalid_json_from_the_operator_becomes_failed(start: StartFn, dia
     request = plugin_pb2.ReconcileRequest(implementation="PostgreSQL", object=b"{oops")
     response = await dial(server.socket_path).Reconcile(request, timeout=2)
     assert response.outcome == types_pb2.OUTCOME_FAILED
-    assert response.message.startswith("invalid request: object is not valid JSON")
+    assert response.message.startswith("kplug: the base object is not valid JSON: ")
 
 
 async def test_sync_handlers_run_in_threads(start: StartFn, dial: DialFn) -> None:

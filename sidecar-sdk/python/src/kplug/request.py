@@ -67,8 +67,8 @@ class Request:
         a JSON object."""
         return cls(
             implementation=implementation,
-            object=_decode_object("object", obj),
-            extensions=[_decode_object(f"extensions[{i}]", e) for i, e in enumerate(extensions)],
+            object=_decode_object("the base object", obj),
+            extensions=[_decode_object(f"extension #{i}", e) for i, e in enumerate(extensions)],
         )
 
     @property
@@ -131,10 +131,9 @@ def _reject_constant(name: str) -> Any:
 def _decode_object(what: str, data: bytes) -> JsonObject:
     try:
         value = json.loads(data, parse_constant=_reject_constant)
+    # The texts are the Rust SDK's too (see sidecar-sdk/conformance/README.md).
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise InvalidRequestError(f"invalid request: {what} is not valid JSON: {e}") from e
+        raise InvalidRequestError(f"kplug: {what} is not valid JSON: {e}") from e
     if not isinstance(value, dict):
-        raise InvalidRequestError(
-            f"invalid request: {what} is not a JSON object (got {type(value).__name__})"
-        )
+        raise InvalidRequestError(f"kplug: {what} is not a JSON object")
     return value

@@ -196,18 +196,21 @@ class Response:
     ) -> plugin_pb2.ReconcileResponse:
         """The wire form; raise ValueError where the operator would refuse the response.
 
-        ``base`` and ``extensions`` are the objects the plugin was sent.
+        ``base`` and ``extensions`` are the objects the plugin was sent. Extension
+        statuses must target one of ``extensions``; events the base or one of them.
         """
-        sent = {base, *extensions}
         response = plugin_pb2.ReconcileResponse(outcome=self.outcome.value, message=self.message)
         self._set_retry_after(response)
         if self.status is not None:
             _check_status_keys(self.status, "status")
             response.status = encode_json(self.status, "status")
         for item in self.extension_statuses:
-            _check_sent(item.target, sent, "a status")
-            if item.target == base:
-                _check_status_keys(item.status, f"status of {item.target}")
+            if _same_object(item.target, base):
+                raise ValueError(
+                    f"extension_status targets the base object {item.target}; set its status "
+                    "with with_status() or status="
+                )
+            _check_sent(item.target, extensions, "a status")
             response.extension_statuses.append(
                 plugin_pb2.ObjectStatus(
                     target=item.target.to_proto(),
@@ -217,7 +220,7 @@ class Response:
         for condition in self.conditions:
             _check_condition_type(condition.type)
             response.conditions.append(condition.to_proto())
-        response.events.extend(self._events_proto(sent))
+        response.events.extend(self._events_proto(base, extensions))
         return response
 
     def to_finalize_proto(
@@ -232,7 +235,7 @@ class Response:
             )
         response = plugin_pb2.FinalizeResponse(outcome=self.outcome.value, message=self.message)
         self._set_retry_after(response)
-        response.events.extend(self._events_proto({base, *extensions}))
+        response.events.extend(self._events_proto(base, extensions))
         return response
 
     def _with_optional_status(self, status: Mapping[str, Any] | None) -> Response:
@@ -249,10 +252,12 @@ class Response:
             )
             response.retry_after.CopyFrom(seconds_to_duration(seconds))
 
-    def _events_proto(self, sent: set[ObjectRef]) -> list[types_pb2.Event]:
+    def _events_proto(
+        self, base: ObjectRef, extensions: Sequence[ObjectRef]
+    ) -> list[types_pb2.Event]:
         for event in self.events:
             if event.regarding is not None:
-                _check_sent(event.regarding, sent, f"event {event.reason!r}")
+                _check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
         return [event.to_proto() for event in self.events]
 
 
@@ -295,9 +300,23 @@ def _check_condition_type(type: str) -> None:
         )
 
 
-def _check_sent(target: ObjectRef, sent: set[ObjectRef], what: str) -> None:
-    if target not in sent:
+def _check_sent(target: ObjectRef, sent: Sequence[ObjectRef], what: str) -> None:
+    if not any(_same_object(target, candidate) for candidate in sent):
         raise ValueError(
-            f"{what} targets {target} ({target.api_version}), which was not sent to this plugin; "
-            f"only the base object and the extensions in the request can be targeted"
+            f"{what} targets {target} ({target.api_version}), which was not sent to this "
+            "plugin; target an object from the request"
         )
+
+
+def _same_object(a: ObjectRef, b: ObjectRef) -> bool:
+    # As the operator compares them: the API version may differ, the group may not.
+    return (_group(a.api_version), a.kind, a.namespace, a.name) == (
+        _group(b.api_version),
+        b.kind,
+        b.namespace,
+        b.name,
+    )
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
