@@ -36,7 +36,7 @@ $(TESTENV_BIN): $(TESTENV_SRC)
 	minor=$${version#v*.}; minor=$${minor%%.*}; \
 	pkg=k8s.io/component-base/version; \
 	start=$$(date +%s); \
-	cd testenv && $(GO) build -trimpath \
+	cd testenv && $(GO) build -trimpath -buildvcs=false \
 	  -ldflags "-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean" \
 	  -o $(abspath $@).tmp . ; \
 	mv $(abspath $@).tmp $(abspath $@); \
@@ -55,15 +55,19 @@ test: testenv build test-rust test-python lint ## run every test (against a real
 test-rust: testenv build ## cargo test --workspace (all targets)
 	$(CARGO) test --workspace --all-targets
 
+# The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
 .PHONY: test-python
-test-python: ## Python SDK tests (sidecar-sdk/python)
-	@if [ -d sidecar-sdk/python ]; then \
-	  echo "test-python: the Python SDK tests are not wired into make yet"; \
+test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
+	@if [ -f sidecar-sdk/python/Makefile ]; then \
+	  $(MAKE) -C sidecar-sdk/python check; \
+	else \
+	  echo "test-python: no sidecar-sdk/python/Makefile; nothing to run"; \
 	fi
 
 # --- lint ------------------------------------------------------------------
 
 BUF := node_modules/.bin/buf
+NPM_STAMP := node_modules/.kplug-npm-installed
 
 .PHONY: lint
 lint: fmt-check clippy go-vet buf-lint buf-breaking ## rustfmt, clippy, go vet, buf lint and buf breaking
@@ -87,18 +91,22 @@ go-vet: ## go vet and gofmt check of testenv
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (make fmt): $$unformatted"; exit 1; fi
 	cd testenv && $(GO) vet ./...
 
-# buf comes from the npm registry, pinned by package-lock.json.
-$(BUF): package.json package-lock.json
+# buf comes from the npm registry, pinned by package-lock.json. A stamp
+# file, because npm keeps the packed mtimes of the files it installs.
+.PHONY: tools
+tools: $(NPM_STAMP) ## install the pinned dev tools (npm ci: buf)
+
+$(NPM_STAMP): package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
 .PHONY: buf-lint
-buf-lint: $(BUF) ## lint the protos (proto/buf.yaml)
+buf-lint: $(NPM_STAMP) ## lint the protos (proto/buf.yaml)
 	cd proto && ../$(BUF) lint
 
 # Compares proto/ with the same directory at the latest release tag (v*).
 .PHONY: buf-breaking
-buf-breaking: $(BUF) ## check the protos for breaking changes against the latest v* tag
+buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the latest v* tag
 	@tag=$$(git tag --list 'v*' --sort=-version:refname | head -n1); \
 	if [ -z "$$tag" ]; then \
 	  echo "buf-breaking: no v* release tag yet; nothing to compare against (skipped)"; \
