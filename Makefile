@@ -64,6 +64,12 @@ test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 	  echo "test-python: no sidecar-sdk/python/Makefile; nothing to run"; \
 	fi
 
+# Placeholder until examples/database-table lands with its demo.
+.PHONY: demo
+demo: ## run the database-table demo (coming with examples/database-table)
+	@echo "make demo: the demo comes with examples/database-table; not there yet" >&2
+	@exit 1
+
 # --- lint ------------------------------------------------------------------
 
 BUF := node_modules/.bin/buf
@@ -91,8 +97,9 @@ go-vet: ## go vet and gofmt check of testenv
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (make fmt): $$unformatted"; exit 1; fi
 	cd testenv && $(GO) vet ./...
 
-# buf comes from the npm registry, pinned by package-lock.json. A stamp
-# file, because npm keeps the packed mtimes of the files it installs.
+# buf comes from the npm registry, pinned by package-lock.json (1.74.0: the
+# newest release published there for every platform, which `npm ci` needs).
+# A stamp file, because npm keeps the packed mtimes of the files it installs.
 .PHONY: tools
 tools: $(NPM_STAMP) ## install the pinned dev tools (npm ci: buf)
 

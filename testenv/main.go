@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,7 +61,7 @@ const shutdownTimeout = 15 * time.Second
 func main() {
 	opts := parseFlags()
 	if err := run(opts); err != nil {
-		fmt.Fprintf(os.Stderr, "kube-testenv: error: %v\n", err)
+		fmt.Fprintf(messages, "kube-testenv: error: %v\n", err)
 		os.Exit(1)
 	}
 }
@@ -108,6 +109,11 @@ func run(o options) error {
 	}
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, unix.SIGTERM, unix.SIGINT)
+	// When the parent dies, so does the reader of our stdout/stderr; Go
+	// would turn the next write to fd 1 or 2 (our "shutting down" message)
+	// into a fatal SIGPIPE and skip the clean-up. Ignored, it is an error
+	// that we do not care about.
+	signal.Ignore(unix.SIGPIPE)
 	go func() {
 		sig := <-signals
 		stop(fmt.Sprintf("received %v", sig))
@@ -146,18 +152,27 @@ func run(o options) error {
 	defer os.RemoveAll(state)
 
 	logPath := filepath.Join(state, "control-plane.log")
-	restoreStderr, err := redirectLogs(logPath, o.verbose)
-	if err != nil {
+	if err := redirectLogs(logPath, o.verbose); err != nil {
 		return err
 	}
 	// Our own messages always go to the real stderr.
 	say := func(format string, args ...any) {
-		fmt.Fprintf(restoreStderr, "kube-testenv: "+format+"\n", args...)
+		fmt.Fprintf(messages, "kube-testenv: "+format+"\n", args...)
 	}
-	fail := func(err error) error {
+	// showLog prints the end of the (hidden) logs when something failed.
+	showLog := func() {
 		if !o.verbose {
 			say("last lines of %s:\n%s", logPath, tail(logPath, 40))
 		}
+	}
+	// stopReason is why a stop was requested; call it only once ctx is done.
+	stopReason := sync.OnceValue(func() string { return <-reasons })
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			// Not a failure: we were asked to stop while starting.
+			return fmt.Errorf("stopped before the API server was ready: %s", stopReason())
+		}
+		showLog()
 		return err
 	}
 
@@ -186,9 +201,6 @@ func run(o options) error {
 	defer cancelReady()
 	version, err := waitReady(readyCtx, client, server, apiserverDone, etcd.Err())
 	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("stopped before the API server was ready: %s", <-reasons)
-		}
 		return fail(err)
 	}
 	if err := writeKubeconfig(kubeconfig, server, pki); err != nil {
@@ -201,16 +213,23 @@ func run(o options) error {
 
 	select {
 	case err := <-apiserverDone:
+		if ctx.Err() != nil {
+			// It saw the stop request first; the wait below takes it back.
+			apiserverDone <- err
+			break
+		}
 		if err == nil {
 			err = errors.New("it returned without being asked to stop")
 		}
-		return fail(fmt.Errorf("kube-apiserver stopped: %w", err))
+		showLog()
+		return fmt.Errorf("kube-apiserver stopped: %w", err)
 	case err := <-etcd.Err():
-		return fail(fmt.Errorf("etcd stopped: %w", err))
+		showLog()
+		return fmt.Errorf("etcd stopped: %w", err)
 	case <-ctx.Done():
 	}
 
-	say("%s; shutting down", <-reasons)
+	say("%s; shutting down", stopReason())
 	// kube-apiserver drains its requests and watches; bound the wait so a
 	// stuck shutdown cannot keep a test run (or CI) waiting. A second
 	// signal skips the wait. Either way the deferred clean-up runs.
@@ -257,24 +276,30 @@ func listenLoopback(port int) (net.Listener, error) {
 	return l, nil
 }
 
+// messages is where our own messages go: the real stderr, also after
+// redirectLogs has pointed fd 2 (where kube-apiserver and etcd log) at a file.
+var messages io.Writer = os.Stderr
+
 // redirectLogs sends kube-apiserver's and etcd's logs (they write to fd 2)
-// to a file unless verbose, and returns a writer for our own messages.
-func redirectLogs(path string, verbose bool) (io.Writer, error) {
+// to a file unless verbose, keeping a duplicate of the real stderr for
+// messages.
+func redirectLogs(path string, verbose bool) error {
 	if verbose {
-		return os.Stderr, nil
+		return nil
 	}
 	logFile, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening the log file: %w", err)
+		return fmt.Errorf("opening the log file: %w", err)
 	}
 	saved, err := unix.Dup(int(os.Stderr.Fd()))
 	if err != nil {
-		return nil, fmt.Errorf("duplicating stderr: %w", err)
+		return fmt.Errorf("duplicating stderr: %w", err)
 	}
 	if err := unix.Dup2(int(logFile.Fd()), int(os.Stderr.Fd())); err != nil {
-		return nil, fmt.Errorf("redirecting logs: %w", err)
+		return fmt.Errorf("redirecting logs: %w", err)
 	}
-	return os.NewFile(uintptr(saved), "stderr"), nil
+	messages = os.NewFile(uintptr(saved), "stderr")
+	return nil
 }
 
 func startEtcd(ctx context.Context, dir string) (*embed.Etcd, error) {
