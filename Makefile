@@ -52,8 +52,9 @@ build: ## build every crate and binary of the workspace
 test: testenv build test-rust test-python lint ## run every test (against a real kube-apiserver) and every lint
 
 .PHONY: test-rust
-test-rust: testenv build ## cargo test --workspace (all targets)
+test-rust: testenv build ## cargo test --workspace: every target, then the doc tests
 	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
 
 # The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
 .PHONY: test-python

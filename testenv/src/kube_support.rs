@@ -53,16 +53,16 @@ pub async fn client() -> Client {
 }
 
 /// Creates a fresh namespace `<prefix>-<8 random hex digits>` for one test
-/// and returns its name.
+/// and returns its name. The prefix is made a valid DNS label first
+/// (lowercase; other characters than letters and digits become `-`;
+/// shortened), so a test's name can be passed as it is.
 ///
 /// Namespaces are not deleted afterwards: without a controller manager a
 /// deleted namespace never finishes terminating, and the whole control plane
 /// goes away with the test binary anyway.
 pub async fn namespace(client: &Client, prefix: &str) -> Result<String> {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
-    // A namespace name is a DNS label: at most 63 characters.
-    let prefix: String = prefix.chars().take(63 - 9).collect();
-    let name = format!("{}-{}", prefix.trim_end_matches('-'), &suffix[..8]);
+    let name = format!("{}-{}", dns_label_prefix(prefix), &suffix[..8]);
     let namespace = Namespace {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -76,6 +76,27 @@ pub async fn namespace(client: &Client, prefix: &str) -> Result<String> {
         .await
         .with_context(|| format!("creating the test namespace {name:?}"))?;
     Ok(name)
+}
+
+/// `prefix` as the start of a DNS label (RFC 1123: lowercase letters, digits
+/// and `-`, starting with a letter or digit) that leaves room for `-` and 8
+/// more characters within 63.
+fn dns_label_prefix(prefix: &str) -> String {
+    let label: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let label: String = label.trim_start_matches('-').chars().take(63 - 9).collect();
+    match label.trim_end_matches('-') {
+        "" => "test".to_owned(),
+        label => label.to_owned(),
+    }
 }
 
 /// Installs (creates, or replaces) CRDs with server-side apply under the field
@@ -211,6 +232,18 @@ spec:
         openAPIV3Schema: {type: object}
 ---
 "#;
+
+    #[test]
+    fn namespace_prefixes_become_dns_labels() {
+        assert_eq!(dns_label_prefix("my-test"), "my-test");
+        assert_eq!(
+            dns_label_prefix("Status_Is_Applied::per manager"),
+            "status-is-applied--per-manager"
+        );
+        assert_eq!(dns_label_prefix("--x--"), "x");
+        assert_eq!(dns_label_prefix("_"), "test");
+        assert_eq!(dns_label_prefix(&"a".repeat(100)).len(), 54);
+    }
 
     #[test]
     fn parses_multi_document_yaml() {
