@@ -1,0 +1,365 @@
+//! Bad input gets a clear condition or error, and nothing else breaks.
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use kplug_proto::v1::plugin_server::{Plugin, PluginServer};
+use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::*;
+use serde_json::json;
+use support::*;
+use tonic::transport::{Channel, Endpoint};
+
+const T: Duration = Duration::from_secs(30);
+
+fn unix_channel(path: &Path) -> Channel {
+    let path = path.to_owned();
+    Endpoint::from_static("http://test.invalid").connect_with_connector_lazy(tower::service_fn(
+        move |_| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
+            }
+        },
+    ))
+}
+
+fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest {
+    HeartbeatRequest {
+        name: name.into(),
+        version: "0.0.1".into(),
+        instance_id: format!("{name}-instance"),
+        protocol: "kplug.v1".into(),
+        socket: socket.into(),
+        offers: vec![Offer {
+            base: Some(GroupKind {
+                group: "myorg.org".into(),
+                kind: "DatabaseTable".into(),
+            }),
+            implementation: implementation.into(),
+            extensions: vec![GroupKind {
+                group: "myorg.org".into(),
+                kind: "DatabaseTablePostgreSqlExtension".into(),
+            }],
+        }],
+        capabilities: vec![Capability::Reconcile as i32],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_registrations_are_refused_with_a_reason() {
+    let w = world("badreg", &[]).await;
+    let mut registry = RegistryClient::new(unix_channel(&w.sockets.path().join("registry.sock")));
+    let outside = tempfile::tempdir().unwrap();
+    let evil = outside.path().join("evil.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&evil).unwrap();
+    std::os::unix::fs::symlink(&evil, w.sockets.path().join("link.sock")).unwrap();
+
+    let cases = [
+        (heartbeat("", "plugins/x.sock", "X"), "invalid plugin name"),
+        (
+            heartbeat("Bad_Name", "plugins/x.sock", "X"),
+            "invalid plugin name",
+        ),
+        (heartbeat("escape", "../evil.sock", "X"), "'..'"),
+        (
+            heartbeat("absolute", evil.to_str().unwrap(), "X"),
+            "outside the socket dir",
+        ),
+        (
+            heartbeat("symlink", "link.sock", "X"),
+            "outside the socket dir",
+        ),
+        (
+            heartbeat("missing", "plugins/missing.sock", "X"),
+            "No such file",
+        ),
+        (
+            HeartbeatRequest {
+                protocol: "kplug.v0".into(),
+                ..heartbeat("old", "plugins/x.sock", "X")
+            },
+            "not supported",
+        ),
+    ];
+    for (request, expected) in cases {
+        let name = request.name.clone();
+        let response = registry
+            .heartbeat(request)
+            .await
+            .expect("refusals are answers, not errors")
+            .into_inner();
+        assert!(!response.accepted, "{name:?} must be refused");
+        assert!(
+            response.reason.contains(expected),
+            "{name:?}: {:?} should mention {expected:?}",
+            response.reason
+        );
+    }
+    // The operator is unharmed: a good plugin still registers.
+    let _pg = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("a good plugin registers", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugins_registered") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    // Repeated events of one reason on one object become an event series
+    // (kube's Recorder), so only the first refusal's note is kept.
+    let events = w.events_for("kplug-operator-0").await;
+    assert!(
+        events.iter().any(|(t, r, n)| t == "Warning"
+            && r == "PluginRefused"
+            && n.contains("invalid plugin name")),
+        "{events:?}"
+    );
+}
+
+/// A plugin written against the raw protocol that returns what the SDKs
+/// would never build: invalid JSON, or a status for an object it was not sent.
+struct Rogue;
+
+#[tonic::async_trait]
+impl Plugin for Rogue {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        let hb = heartbeat("rogue", "plugins/rogue.sock", "Rogue");
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: hb.name,
+            version: hb.version,
+            protocol: hb.protocol,
+            offers: hb.offers,
+            capabilities: hb.capabilities,
+            description: "returns broken responses".into(),
+        }))
+    }
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+    async fn reconcile(
+        &self,
+        request: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let object: serde_json::Value =
+            serde_json::from_slice(&request.into_inner().object).unwrap();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut response = ReconcileResponse {
+            outcome: Outcome::Ok as i32,
+            ..Default::default()
+        };
+        if name == "invalid-json" {
+            response.status = b"{\"rows\": 1,".to_vec();
+        } else {
+            response.extension_statuses.push(ObjectStatus {
+                target: Some(ObjectRef {
+                    api_version: "myorg.org/v1alpha1".into(),
+                    kind: "DatabaseTablePostgreSqlExtension".into(),
+                    namespace,
+                    name: "somebody-else".into(),
+                }),
+                status: b"{\"owned\": true}".to_vec(),
+            });
+        }
+        Ok(tonic::Response::new(response))
+    }
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(FinalizeResponse {
+            outcome: Outcome::Ok as i32,
+            ..Default::default()
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
+    let w = world("rogue", &[]).await;
+    let socket = w.sockets.path().join("plugins/rogue.sock");
+    let listener = kplug_proto::socket::bind(&socket).await.unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(PluginServer::new(Rogue))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let registry_socket = w.sockets.path().join("registry.sock");
+    tokio::spawn(async move {
+        let mut registry = RegistryClient::new(unix_channel(&registry_socket));
+        loop {
+            let _ = registry
+                .heartbeat(heartbeat("rogue", "plugins/rogue.sock", "Rogue"))
+                .await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    let _pg = spawn_plugin(&w, &[]);
+    // Both registered first, so "healthy" really gets the PostgreSQL plugin.
+    kplug_testenv::eventually("both plugins registered", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugins_registered") == Some(2.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    w.create(&pg_ext_resource(), json!({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTablePostgreSqlExtension", "metadata": {"name": "somebody-else"}, "spec": {}})).await;
+    w.create_table("invalid-json", "Rogue", json!({}), false)
+        .await;
+    w.create_table("foreign-status", "Rogue", json!({}), false)
+        .await;
+    w.create_table("healthy", "PostgreSQL", json!({}), false)
+        .await;
+
+    for (name, expected) in [
+        ("invalid-json", "not valid JSON"),
+        ("foreign-status", "not sent"),
+    ] {
+        let table = w
+            .table_until(name, "InvalidPluginResponse", T, |t| {
+                expect_condition(t, "Reconciled", "False", "InvalidPluginResponse")
+            })
+            .await;
+        let (_, _, message) = condition(&table, "Reconciled").unwrap();
+        assert!(
+            message.contains(expected) && message.contains("rogue"),
+            "{name}: {message}"
+        );
+        assert_eq!(
+            table.data.pointer("/status/implementation"),
+            Some(&json!("Rogue"))
+        );
+        assert_eq!(
+            table.data.pointer("/status/rows"),
+            None,
+            "nothing of an invalid response is written"
+        );
+        let events = w.events_for(name).await;
+        assert!(
+            events
+                .iter()
+                .any(|(t, r, _)| t == "Warning" && r == "InvalidPluginResponse"),
+            "{events:?}"
+        );
+    }
+    let other = w
+        .api(&pg_ext_resource())
+        .get("somebody-else")
+        .await
+        .unwrap();
+    assert_eq!(
+        other.data.get("status"),
+        None,
+        "a status for an object not sent is never written"
+    );
+    w.table_until("healthy", "the healthy table is unaffected", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_plugin_hits_its_deadline() {
+    let w = world("hang", &["--call-timeout", "2s"]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    w.create_table(
+        "stuck",
+        "PostgreSQL",
+        json!({"kplug.test/behavior": "hang"}),
+        false,
+    )
+    .await;
+    w.create_table("fine", "PostgreSQL", json!({}), false).await;
+    let stuck = w
+        .table_until("stuck", "PluginTimeout", T, |t| {
+            expect_condition(t, "Reconciled", "False", "PluginTimeout")
+        })
+        .await;
+    let (_, _, message) = condition(&stuck, "Reconciled").unwrap();
+    assert!(
+        message.contains("postgresql") && message.contains("2s"),
+        "{message}"
+    );
+    w.table_until("fine", "the other table is unaffected", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_extension_is_named_and_resolved_when_created() {
+    let w = world("missingext", &["--resync", "1h"]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    // Only the MariaDB extension exists; the PostgreSQL one is missing.
+    w.create(&maria_ext_resource(), json!({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension", "metadata": {"name": "users"}, "spec": {}})).await;
+    w.create_table("users", "PostgreSQL", json!({}), true).await;
+    let table = w
+        .table_until("users", "ExtensionNotFound", T, |t| {
+            expect_condition(t, "ExtensionsResolved", "False", "ExtensionNotFound")
+        })
+        .await;
+    let (_, _, message) = condition(&table, "ExtensionsResolved").unwrap();
+    assert!(
+        message.contains("DatabaseTablePostgreSqlExtension users not found"),
+        "{message}"
+    );
+    assert!(
+        w.calls().is_empty(),
+        "the plugin is not called with a missing extension"
+    );
+
+    w.create(&pg_ext_resource(), json!({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTablePostgreSqlExtension", "metadata": {"name": "users"}, "spec": {"partitionBy": "hash"}})).await;
+    w.table_until("users", "Ready once the extension exists", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_or_malformed_resource_fails_fast_with_a_clear_error() {
+    let _ = kplug_testenv::client().await;
+    for (resource, expected) in [
+        ("myorg.org/v1alpha1/NoSuchKind", "does not serve"),
+        ("myorg.org/v1alpha1/databasetables", "CamelCase"),
+        ("DatabaseTable", "expected <group>/<version>/<Kind>"),
+    ] {
+        let output = tokio::time::timeout(
+            T,
+            tokio::process::Command::new(kplug_testenv::workspace_binary("kplug-operator"))
+                .args(["--resource", resource, "--metrics-addr", "127.0.0.1:0"])
+                .arg("--socket-dir")
+                .arg(tempfile::tempdir().unwrap().path())
+                .env(
+                    "KUBECONFIG",
+                    kplug_testenv::control_plane().kubeconfig_path(),
+                )
+                .stdin(Stdio::null())
+                .output(),
+        )
+        .await
+        .expect("must not hang")
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{resource}: {stderr}");
+        assert!(stderr.contains(expected), "{resource}: {stderr}");
+    }
+}

@@ -1,0 +1,358 @@
+//! End-to-end: the real kube-apiserver (kplug-testenv), the real
+//! `kplug-operator` binary, real plugin processes on real Unix sockets.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kube::api::{DeleteParams, Patch, PatchParams};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use support::*;
+
+const T: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walkthrough_prefers_mariadb_gets_postgresql() {
+    let w = world("walkthrough", &[]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    w.create_users("users", json!({})).await;
+
+    let table = w
+        .table_until("users", "users is Ready on PostgreSQL", T, |t| {
+            expect_condition(t, "Ready", "True", "Reconciled")?;
+            (t.data.pointer("/status/implementation") == Some(&json!("PostgreSQL")))
+                .then_some(())
+                .ok_or_else(|| "implementation is not PostgreSQL".into())
+        })
+        .await;
+    // The plugin's status in the base resource, the operator's next to it.
+    assert_eq!(
+        table.data.pointer("/status/observedSpec/serverName"),
+        Some(&json!("authorization-cluster"))
+    );
+    assert_eq!(
+        table.data.pointer("/status/pluginVersion"),
+        Some(&json!("1.0.0"))
+    );
+    assert_eq!(
+        table.data.pointer("/status/observedGeneration"),
+        Some(&json!(1))
+    );
+    expect_condition(&table, "PluginAvailable", "True", "PluginReady").unwrap();
+    expect_condition(&table, "ExtensionsResolved", "True", "Resolved").unwrap();
+    expect_condition(&table, "TableReady", "True", "Scripted").unwrap();
+    assert!(
+        table.finalizers().iter().any(|f| f == "kplug.io/finalizer"),
+        "finalizer added once chosen"
+    );
+
+    // The plugin's status in the extension it understands, and only there.
+    let pg = w.api(&pg_ext_resource()).get("users").await.unwrap();
+    assert_eq!(
+        pg.data.pointer("/status/seenBy"),
+        Some(&json!("postgresql"))
+    );
+    assert_eq!(
+        pg.data.pointer("/status/specSeen/partitionBy"),
+        Some(&json!("hash"))
+    );
+    let maria = w.api(&maria_ext_resource()).get("users").await.unwrap();
+    assert_eq!(
+        maria.data.pointer("/status/seenBy"),
+        None,
+        "the MariaDB extension was not sent to the PostgreSQL plugin"
+    );
+
+    // Field managers: the operator's and the plugin's parts are owned apart.
+    let managers: Vec<String> = table
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.contains(&"kplug-operator".to_owned()),
+        "{managers:?}"
+    );
+    assert!(
+        managers.contains(&"kplug-plugin-postgresql".to_owned()),
+        "{managers:?}"
+    );
+
+    let events = w.events_for("users").await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, r, n)| r == "ImplementationSelected" && n.contains("MariaDB")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(_, r, _)| r == "Reconciled"),
+        "plugin events are recorded: {events:?}"
+    );
+    let calls = w.calls();
+    let kinds: Vec<_> = calls[0]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["DatabaseTablePostgreSqlExtension"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sticky_choice_waits_for_its_plugin_and_converges_when_it_returns() {
+    // A long resync proves convergence does not wait for it.
+    let w = world("sticky", &["--resync", "1h"]).await;
+    let pg = spawn_plugin(&w, &[]);
+    w.create_users("users", json!({})).await;
+    w.table_until("users", "Ready on PostgreSQL", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+
+    // The chosen plugin stops; a MariaDB plugin (the preferred one!) arrives.
+    signal(&pg, Signal::SIGTERM);
+    let _maria = spawn_plugin(
+        &w,
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+            (
+                "SCRIPTED_EXTENSIONS",
+                "myorg.org/DatabaseTableMariaDbExtension",
+            ),
+        ],
+    );
+    let waiting = w
+        .table_until("users", "PluginAvailable=False", T, |t| {
+            expect_condition(t, "PluginAvailable", "False", "PluginUnavailable")
+        })
+        .await;
+    let (_, _, message) = condition(&waiting, "PluginAvailable").unwrap();
+    assert!(message.contains("PostgreSQL"), "{message}");
+    // Give the operator time to (wrongly) move it, then check it did not.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = w.tables().get("users").await.unwrap();
+    assert_eq!(
+        still.data.pointer("/status/implementation"),
+        Some(&json!("PostgreSQL"))
+    );
+    expect_condition(&still, "Ready", "False", "PluginUnavailable").unwrap();
+    assert!(
+        w.calls().iter().all(|c| c["plugin"] != "mariadb"),
+        "the MariaDB plugin must never be called"
+    );
+
+    // The PostgreSQL plugin comes back: converges at once, not at resync.
+    let back = Instant::now();
+    let _pg2 = spawn_plugin(&w, &[]);
+    w.table_until("users", "Ready again", Duration::from_secs(15), |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+    eprintln!("converged {:?} after the plugin restarted", back.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_is_noticed_in_under_a_second() {
+    let w = world("sigkill", &[]).await;
+    let mut pg = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("plugin up in metrics", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    assert_eq!(
+        metric(&w.metrics().await, "kplug_plugins_registered"),
+        Some(1.0)
+    );
+
+    signal(&pg, Signal::SIGKILL);
+    let killed = Instant::now();
+    let _ = pg.wait().await;
+    let gone =
+        kplug_testenv::eventually("plugin down in metrics", Duration::from_secs(5), || async {
+            let m = w.metrics().await;
+            (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(0.0))
+                .then(|| killed.elapsed())
+                .ok_or(m)
+        })
+        .await;
+    eprintln!("SIGKILL noticed after {gone:?}");
+    assert!(gone < Duration::from_secs(1), "took {gone:?}");
+    assert_eq!(
+        metric(&w.metrics().await, "kplug_plugins_registered"),
+        Some(0.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_is_removed_after_the_ttl() {
+    let w = world("sigstop", &["--heartbeat-ttl", "3s"]).await;
+    let pg = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("plugin up", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    signal(&pg, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        metric(&w.metrics().await, "kplug_plugin_up{plugin=\"postgresql\"}"),
+        Some(1.0),
+        "a frozen plugin keeps its socket open: only the TTL removes it"
+    );
+    let removed = kplug_testenv::eventually(
+        "plugin removed after the TTL",
+        Duration::from_secs(10),
+        || async {
+            let m = w.metrics().await;
+            (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(0.0))
+                .then(|| stopped.elapsed())
+                .ok_or(m)
+        },
+    )
+    .await;
+    eprintln!("frozen plugin removed after {removed:?} (TTL 3s)");
+    assert!(
+        removed >= Duration::from_millis(2500),
+        "removed too early: {removed:?}"
+    );
+    signal(&pg, Signal::SIGKILL);
+    signal(&pg, Signal::SIGCONT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_version_replaces_the_old_one_without_a_failed_reconcile() {
+    let w = world("upgrade", &[]).await;
+    let mut v1 = spawn_plugin(&w, &[]);
+    w.create_users("users", json!({})).await;
+    w.table_until("users", "reconciled by 1.0.0", T, |t| {
+        (t.data.pointer("/status/pluginVersion") == Some(&json!("1.0.0")))
+            .then_some(())
+            .ok_or_else(|| "not yet".into())
+    })
+    .await;
+    // A container restart with a new image: the old process drains and
+    // exits, the new one starts on the same socket name.
+    signal(&v1, Signal::SIGTERM);
+    let exit = v1.wait().await.unwrap();
+    assert!(exit.success(), "the SDK exits 0 after draining: {exit:?}");
+    let _v2 = spawn_plugin(&w, &[("SCRIPTED_VERSION", "2.0.0")]);
+    // A spec change makes the new version reconcile it.
+    w.tables()
+        .patch(
+            "users",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"serverName": "other-cluster"}})),
+        )
+        .await
+        .unwrap();
+    let table = w
+        .table_until("users", "reconciled by 2.0.0", T, |t| {
+            expect_condition(t, "Ready", "True", "Reconciled")?;
+            (t.data.pointer("/status/pluginVersion") == Some(&json!("2.0.0")))
+                .then_some(())
+                .ok_or_else(|| "not 2.0.0 yet".into())
+        })
+        .await;
+    assert_eq!(
+        table.data.pointer("/status/observedSpec/serverName"),
+        Some(&json!("other-cluster"))
+    );
+    let m = w.metrics().await;
+    assert_eq!(
+        metric(&m, "kplug_reconcile_total{outcome=\"failed\"}"),
+        None,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "kplug_reconcile_total{outcome=\"error\"}"),
+        None,
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_waits_for_finalize() {
+    let w = world("delete", &[]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    w.create_users("users", json!({"kplug.test/finalize-retries": "2"}))
+        .await;
+    w.table_until("users", "Ready", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+
+    w.tables()
+        .delete("users", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Still there while the plugin says "not yet" (two RETRY answers).
+    let pending = w
+        .table_until("users", "finalizing", T, |t| {
+            expect_condition(t, "Reconciled", "False", "Finalizing")
+        })
+        .await;
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    kplug_testenv::eventually("users is gone", T, || async {
+        match w.tables().get_opt("users").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let finalizes = w
+        .calls()
+        .into_iter()
+        .filter(|c| c["call"] == "Finalize" && c["name"] == "users")
+        .count();
+    assert_eq!(finalizes, 3, "two RETRY answers, then done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_edit_reconciles_the_base() {
+    let w = world("extedit", &["--resync", "1h"]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    w.create_users("users", json!({})).await;
+    w.table_until("users", "Ready", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+
+    w.api(&pg_ext_resource())
+        .patch(
+            "users",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"partitionBy": "range"}})),
+        )
+        .await
+        .unwrap();
+    let ext = kplug_testenv::eventually("the plugin saw the new extension spec", T, || async {
+        let ext = w
+            .api(&pg_ext_resource())
+            .get("users")
+            .await
+            .map_err(|e| e.to_string())?;
+        (ext.data.pointer("/status/specSeen/partitionBy") == Some(&json!("range")))
+            .then_some(ext)
+            .ok_or("not yet".to_owned())
+    })
+    .await;
+    assert_eq!(ext.data.pointer("/spec/partitionBy"), Some(&json!("range")));
+    assert!(
+        w.calls()
+            .iter()
+            .any(|c| c["extensions"][0]["spec"]["partitionBy"] == "range")
+    );
+}
+
+use kube::ResourceExt;

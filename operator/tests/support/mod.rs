@@ -1,0 +1,326 @@
+//! Shared pieces of the operator's end-to-end tests: a namespace with the
+//! walkthrough's CRDs, the real `kplug-operator` binary, and real plugin
+//! processes (the SDK's `scripted` example) on a real socket dir.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+pub const CRDS: &str = include_str!("../../../examples/database-table/crds.yaml");
+
+pub fn table_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTable"),
+        "databasetables",
+    )
+}
+
+pub fn pg_ext_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTablePostgreSqlExtension"),
+        "databasetablepostgresqlextensions",
+    )
+}
+
+pub fn maria_ext_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTableMariaDbExtension"),
+        "databasetablemariadbextensions",
+    )
+}
+
+/// One test's world: a namespace, a socket dir, an operator process.
+pub struct World {
+    pub client: Client,
+    pub ns: String,
+    pub sockets: tempfile::TempDir,
+    pub operator: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+pub async fn world(prefix: &str, operator_args: &[&str]) -> World {
+    let client = kplug_testenv::client().await;
+    kplug_testenv::install_crd_yaml(&client, CRDS)
+        .await
+        .expect("install CRDs");
+    let ns = kplug_testenv::namespace(&client, prefix)
+        .await
+        .expect("namespace");
+    let sockets = tempfile::tempdir().expect("socket dir");
+    let metrics_port = free_port();
+    let operator = spawn_operator(&ns, sockets.path(), metrics_port, operator_args);
+    let log = sockets.path().join("calls.jsonl");
+    let world = World {
+        client,
+        ns,
+        sockets,
+        operator,
+        metrics_port,
+        log,
+    };
+    // The registry socket appears once the operator has discovered the kind.
+    kplug_testenv::eventually(
+        "the operator serves its registry",
+        Duration::from_secs(30),
+        || async {
+            if world.sockets.path().join("registry.sock").exists() {
+                Ok(())
+            } else {
+                Err("no registry.sock yet")
+            }
+        },
+    )
+    .await;
+    world
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn spawn_operator(ns: &str, sockets: &Path, metrics_port: u16, extra: &[&str]) -> Child {
+    let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
+    cmd.args([
+        "--resource",
+        "myorg.org/v1alpha1/DatabaseTable",
+        "--namespace",
+        ns,
+    ])
+    .arg("--socket-dir")
+    .arg(sockets)
+    .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+    .args(["--heartbeat-interval", "500ms"])
+    .args(extra)
+    .env(
+        "KUBECONFIG",
+        kplug_testenv::control_plane().kubeconfig_path(),
+    )
+    .env("RUST_LOG", "info,kplug_operator=debug")
+    // Registry events go to a (pretend) operator Pod in the test namespace.
+    .env("POD_NAME", "kplug-operator-0")
+    .env("POD_NAMESPACE", ns)
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    cmd.spawn().expect("start kplug-operator")
+}
+
+/// Starts the scripted plugin with `env` (see sidecar-sdk/examples/scripted.rs).
+pub fn spawn_plugin(world: &World, env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(kplug_testenv::workspace_binary("examples/scripted"));
+    cmd.env("KPLUG_SOCKET_DIR", world.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .env("SCRIPTED_LOG", &world.log)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("start the scripted plugin")
+}
+
+pub fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("running")).unwrap());
+    nix::sys::signal::kill(pid, signal).expect("signal");
+}
+
+impl World {
+    pub fn api(&self, ar: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.ns, ar)
+    }
+
+    pub fn tables(&self) -> Api<DynamicObject> {
+        self.api(&table_resource())
+    }
+
+    pub async fn create(&self, ar: &ApiResource, object: Value) -> DynamicObject {
+        let mut obj: DynamicObject = serde_json::from_value(object).unwrap();
+        obj.metadata.namespace = Some(self.ns.clone());
+        self.api(ar)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {}: {e}", obj.name_any()))
+    }
+
+    /// The walkthrough's `users` table (prefers MariaDB) and its two extensions.
+    pub async fn create_users(&self, name: &str, annotations: Value) {
+        self.create(
+            &maria_ext_resource(),
+            json!({
+                "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension",
+                "metadata": {"name": name}, "spec": {"storageEngine": "InnoDB"},
+            }),
+        )
+        .await;
+        self.create(
+            &pg_ext_resource(),
+            json!({
+                "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTablePostgreSqlExtension",
+                "metadata": {"name": name}, "spec": {"partitionBy": "hash"},
+            }),
+        )
+        .await;
+        self.create_table(name, "MariaDB", annotations, true).await;
+    }
+
+    pub async fn create_table(
+        &self,
+        name: &str,
+        preferred: &str,
+        annotations: Value,
+        with_extensions: bool,
+    ) {
+        let extensions = if with_extensions {
+            json!([
+                {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension", "name": name},
+                {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTablePostgreSqlExtension", "name": name},
+            ])
+        } else {
+            json!([])
+        };
+        self.create(&table_resource(), json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "serverName": "authorization-cluster",
+                "preferredImplementation": preferred,
+                "columns": [{"name": "id", "type": "uint64"}, {"name": "name", "type": "string"}],
+                "extensions": extensions,
+            },
+        }))
+        .await;
+    }
+
+    /// Waits until `check` accepts the table (it returns why not otherwise).
+    pub async fn table_until<F>(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> DynamicObject
+    where
+        F: Fn(&DynamicObject) -> Result<(), String>,
+    {
+        let api = self.tables();
+        kplug_testenv::eventually(what, timeout, || {
+            let api = api.clone();
+            let check = &check;
+            async move {
+                let obj = api.get(name).await.map_err(|e| e.to_string())?;
+                match check(&obj) {
+                    Ok(()) => Ok(obj),
+                    Err(why) => Err(format!(
+                        "{why}; status: {}",
+                        obj.data.get("status").cloned().unwrap_or_default()
+                    )),
+                }
+            }
+        })
+        .await
+    }
+
+    pub async fn metrics(&self) -> String {
+        http_get(self.metrics_port, "/metrics")
+            .await
+            .unwrap_or_default()
+    }
+
+    /// The calls the scripted plugins logged.
+    pub fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback (no HTTP client dependency for tests).
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.ok()?;
+    Some(body)
+}
+
+/// The value of a metric line `name{labels} value` (exact prefix match).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// `(status, reason, message)` of condition `type_`.
+pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
+    obj.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find_map(|c| {
+            (c.get("type")?.as_str()? == type_).then(|| {
+                let s = |k: &str| {
+                    c.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                (s("status"), s("reason"), s("message"))
+            })
+        })
+}
+
+pub fn expect_condition(
+    obj: &DynamicObject,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> Result<(), String> {
+    match condition(obj, type_) {
+        Some((s, r, _)) if s == status && r == reason => Ok(()),
+        other => Err(format!("{type_} is {other:?}, want {status}/{reason}")),
+    }
+}
