@@ -50,7 +50,10 @@ fn start_registry(dir: &Path) -> (Registry, oneshot::Sender<()>, tokio::task::Jo
 async fn wait_registered(registry: &Registry, what: &str) {
     let start = Instant::now();
     while registry.get("hello").is_none() {
-        assert!(start.elapsed() < Duration::from_secs(10), "hello did not register ({what})");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "hello did not register ({what})"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -72,7 +75,8 @@ async fn hello_plugin_registers_reconciles_reregisters_and_drains() {
     let (registry, stop_registry, registry_task) = start_registry(dir.path());
 
     let (stop_plugin, plugin_stopped) = oneshot::channel::<()>();
-    let server = Server::new(info(), Hello, dir.path()).heartbeat_interval(Duration::from_millis(200));
+    let server =
+        Server::new(info(), Hello, dir.path()).heartbeat_interval(Duration::from_millis(200));
     let socket = server.socket_path();
     let plugin = tokio::spawn(server.run_until(async {
         let _ = plugin_stopped.await;
@@ -99,10 +103,16 @@ async fn hello_plugin_registers_reconciles_reregisters_and_drains() {
     let in_flight = tokio::spawn(async move { instance.reconcile(greeting("slow")).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop_plugin.send(()).unwrap();
-    let response = in_flight.await.unwrap().expect("the call in flight must complete during the drain");
+    let response = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight must complete during the drain");
     assert_eq!(response.outcome, Outcome::Ok as i32);
     plugin.await.unwrap().unwrap();
-    assert!(registry.get("hello").is_none(), "the plugin must be unregistered");
+    assert!(
+        registry.get("hello").is_none(),
+        "the plugin must be unregistered"
+    );
     assert!(!socket.exists(), "the plugin's socket must be removed");
 }
 
@@ -130,7 +140,10 @@ async fn a_live_socket_is_not_stolen() {
         assert!(start.elapsed() < Duration::from_secs(5));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let err = Server::new(info(), Hello, dir.path()).run_until(async {}).await.unwrap_err();
+    let err = Server::new(info(), Hello, dir.path())
+        .run_until(async {})
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("another live process"), "{err}");
     stop.send(()).unwrap();
     first.await.unwrap().unwrap();
