@@ -238,47 +238,46 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
     );
 
     // Record the choice before the plugin is called.
-    if let [(candidate, Some(reason))] = chosen.as_slice() {
-        if recorded_implementation(obj) != Some(candidate.implementation.as_str()) {
-            let why = match reason {
-                Reason::Preferred => "it is the preferred implementation".to_owned(),
-                Reason::Fallback => match field(obj, &ctx.settings.preferred_field) {
-                    Some(p) if !p.is_empty() => {
-                        format!("the preferred implementation {p} has no ready plugin")
-                    }
-                    _ => "no implementation is preferred".to_owned(),
-                },
-                Reason::Recorded => "it was recorded".to_owned(),
-            };
-            let message = format!(
-                "chose {} (plugin {}): {why}",
-                candidate.implementation, candidate.plugin
-            );
-            let conditions = OperatorConditions {
-                plugin_available: available.clone(),
-                extensions_resolved: Condition::unknown(
-                    types::EXTENSIONS_RESOLVED,
-                    "Pending",
-                    "not resolved yet",
-                ),
-                reconciled: Condition::unknown(
-                    types::RECONCILED,
-                    "Pending",
-                    format!("calling plugin {}", candidate.plugin),
-                ),
-            };
-            write_operator_status(obj, ctx, Some(&candidate.implementation), &conditions, &[])
-                .await?;
-            ctx.events
-                .publish(
-                    &status::reference(obj),
-                    Severity::Normal,
-                    "ImplementationSelected",
-                    "Select",
-                    message,
-                )
-                .await;
-        }
+    if let [(candidate, Some(reason))] = chosen.as_slice()
+        && recorded_implementation(obj) != Some(candidate.implementation.as_str())
+    {
+        let why = match reason {
+            Reason::Preferred => "it is the preferred implementation".to_owned(),
+            Reason::Fallback => match field(obj, &ctx.settings.preferred_field) {
+                Some(p) if !p.is_empty() => {
+                    format!("the preferred implementation {p} has no ready plugin")
+                }
+                _ => "no implementation is preferred".to_owned(),
+            },
+            Reason::Recorded => "it was recorded".to_owned(),
+        };
+        let message = format!(
+            "chose {} (plugin {}): {why}",
+            candidate.implementation, candidate.plugin
+        );
+        let conditions = OperatorConditions {
+            plugin_available: available.clone(),
+            extensions_resolved: Condition::unknown(
+                types::EXTENSIONS_RESOLVED,
+                "Pending",
+                "not resolved yet",
+            ),
+            reconciled: Condition::unknown(
+                types::RECONCILED,
+                "Pending",
+                format!("calling plugin {}", candidate.plugin),
+            ),
+        };
+        write_operator_status(obj, ctx, Some(&candidate.implementation), &conditions, &[]).await?;
+        ctx.events
+            .publish(
+                &status::reference(obj),
+                Severity::Normal,
+                "ImplementationSelected",
+                "Select",
+                message,
+            )
+            .await;
     }
     ensure_finalizer(obj, ctx).await?;
 

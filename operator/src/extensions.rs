@@ -104,12 +104,12 @@ pub fn references(obj: &DynamicObject, path: &[String]) -> Result<Vec<ExtensionR
                     "{field}[{i}] needs apiVersion, kind and name"
                 ));
             };
-            if let Some(ns) = get("namespace") {
-                if Some(ns) != base_ns.as_deref() {
-                    return Err(format!(
-                        "{field}[{i}] ({kind} {name}) is in namespace {ns}; extensions must be in the base object's namespace"
-                    ));
-                }
+            if let Some(ns) = get("namespace")
+                && Some(ns) != base_ns.as_deref()
+            {
+                return Err(format!(
+                    "{field}[{i}] ({kind} {name}) is in namespace {ns}; extensions must be in the base object's namespace"
+                ));
             }
             Ok(ExtensionRef {
                 api_version: api_version.to_owned(),

@@ -81,9 +81,8 @@ impl Response {
 
     /// The plugin's part of the base object's status (a JSON object).
     pub fn status(mut self, status: impl Serialize) -> Self {
-        match self.check_status(status, "status") {
-            Some(v) => self.status = Some(v),
-            None => {}
+        if let Some(v) = self.check_status(status, "status") {
+            self.status = Some(v);
         }
         self
     }
