@@ -377,4 +377,14 @@ def catalog_snapshot(db: psycopg.Connection, table: str) -> dict[str, Any]:
         """,
         (f"public.{table}", f"public.{table}"),
     ).fetchall()
-    return {"relations": rows, "attributes": attributes}
+    comments = db.execute(
+        """
+        SELECT objoid::int, description, xmin::text FROM pg_description
+        WHERE classoid = 'pg_class'::regclass AND objsubid = 0
+          AND (objoid = to_regclass(%s)
+           OR objoid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(%s)))
+        ORDER BY objoid
+        """,
+        (f"public.{table}", f"public.{table}"),
+    ).fetchall()
+    return {"relations": rows, "attributes": attributes, "comments": comments}

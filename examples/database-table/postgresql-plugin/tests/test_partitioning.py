@@ -114,24 +114,30 @@ def test_no_extension_or_none_is_a_plain_table(
     }
 
 
-def test_columns_added_to_a_partitioned_table_reach_every_partition(
+def test_column_changes_on_a_partitioned_table_reach_every_partition(
     plugin: PluginProcess, db: psycopg.Connection, name: str
 ) -> None:
-    assert (
-        plugin.reconcile(*table_object(name, COLUMNS, partition_by="hash", partitions=2)).outcome
-        == "OK"
-    )
+    spec = [*COLUMNS, ("rank", "int32")]
+    result = plugin.reconcile(*table_object(name, spec, partition_by="hash", partitions=2))
+    assert result.outcome == "OK", result.message
     fill(db, name, 10)
     before = partitioning(db, name)
 
-    spec = [*COLUMNS, ("score", "float64")]
+    # Everything but the key (id) may change in place, rows and all.
+    spec = [("id", "int64"), ("rank", "int64"), ("score", "float64")]
     result = plugin.reconcile(*table_object(name, spec, partition_by="hash", partitions=2))
 
     assert result.outcome == "OK", result.message
-    assert result.event_reasons == ["ColumnsAdded"]
+    assert result.event_reasons == ["ColumnsDropped", "ColumnsRetyped", "ColumnsAdded"]
     assert partitioning(db, name) == before
     for table in (name, f"{name}_p0", f"{name}_p1"):
-        assert columns(db, table)[-1] == ("score", "double precision")
+        assert columns(db, table) == [
+            ("id", "bigint"),
+            ("rank", "bigint"),
+            ("score", "double precision"),
+        ]
+    count = db.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(name))).fetchone()
+    assert count == (10,)
 
 
 def test_partitioning_an_empty_table_recreates_it(
