@@ -120,7 +120,9 @@ cmd_install() {
 	fi
 	[ -n "$added_policy" ] && rm -f "$policy"
 	[ $status -eq 0 ] || die "apt-get could not install ${missing[*]} (its output is above)"
-	have_postgres && have_mariadb || die "installed ${missing[*]} but cannot find initdb or mariadbd"
+	if ! { have_postgres && have_mariadb; }; then
+		die "installed ${missing[*]} but cannot find initdb or mariadbd"
+	fi
 	say "installed ${missing[*]}"
 }
 
@@ -134,7 +136,7 @@ pg_running() {
 
 pg_psql() {
 	# Superuser over the Unix socket (trust for local connections, see initdb below).
-	"$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -h "$RUN_DIR" -p "$PG_PORT" -U postgres -d postgres "$@"
+	"$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -h "$RUN_DIR" -p "$PG_PORT" -U postgres -d postgres
 }
 
 pg_start() {
@@ -143,6 +145,9 @@ pg_start() {
 	if pg_running; then
 		say "PostgreSQL already running on 127.0.0.1:$PG_PORT ($PG_DATA)"
 		return
+	fi
+	if port_in_use "$PG_PORT"; then
+		die "port $PG_PORT on 127.0.0.1 is already in use (another databases.sh with a different KPLUG_DB_DIR?); stop it, or choose another port with KPLUG_POSTGRES_PORT"
 	fi
 	if [ ! -f "$PG_DATA/PG_VERSION" ]; then
 		say "initialising PostgreSQL in $PG_DATA"
@@ -168,9 +173,6 @@ pg_start() {
 			shared_buffers = 64MB
 			max_connections = 100
 		EOF
-	fi
-	if port_in_use "$PG_PORT"; then
-		die "port $PG_PORT on 127.0.0.1 is already in use (another databases.sh with a different KPLUG_DB_DIR?); stop it, or choose another port with KPLUG_POSTGRES_PORT"
 	fi
 	say "starting PostgreSQL on 127.0.0.1:$PG_PORT"
 	touch "$PG_LOG" && { ! is_root || chown postgres: "$PG_LOG"; }
@@ -217,7 +219,7 @@ my_alive() {
 my_admin_user() { if is_root; then echo root; else id -un; fi; }
 
 my_client() {
-	mariadb --no-defaults --protocol=socket --socket="$MY_SOCK" -u "$(my_admin_user)" "$@"
+	mariadb --no-defaults --protocol=socket --socket="$MY_SOCK" -u "$(my_admin_user)"
 }
 
 my_ping() {
@@ -230,6 +232,9 @@ my_start() {
 	if my_alive && my_ping; then
 		say "MariaDB already running on 127.0.0.1:$MY_PORT ($MY_DATA)"
 		return
+	fi
+	if port_in_use "$MY_PORT"; then
+		die "port $MY_PORT on 127.0.0.1 is already in use (another databases.sh with a different KPLUG_DB_DIR?); stop it, or choose another port with KPLUG_MARIADB_PORT"
 	fi
 	local user_args=()
 	is_root && user_args=(--user=mysql)
@@ -244,9 +249,6 @@ my_start() {
 			log_tail "$DB_DIR/mariadb/install-db.log"
 			die "mariadb-install-db failed in $MY_DATA"
 		}
-	fi
-	if port_in_use "$MY_PORT"; then
-		die "port $MY_PORT on 127.0.0.1 is already in use (another databases.sh with a different KPLUG_DB_DIR?); stop it, or choose another port with KPLUG_MARIADB_PORT"
 	fi
 	say "starting MariaDB on 127.0.0.1:$MY_PORT"
 	rm -f "$MY_PID" "$MY_SOCK"
@@ -323,7 +325,9 @@ prepare_dirs() {
 
 cmd_start() {
 	local started=$SECONDS
-	have_postgres && have_mariadb || die "the database servers are not installed; run: $0 install"
+	if ! { have_postgres && have_mariadb; }; then
+		die "the database servers are not installed; run: $0 install"
+	fi
 	prepare_dirs
 	pg_start
 	my_start
