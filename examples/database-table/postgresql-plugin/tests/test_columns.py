@@ -227,15 +227,26 @@ def test_an_unknown_type_creates_no_table(
     assert not table_exists(db, name)
 
 
+def test_dashes_in_the_name_become_underscores(
+    plugin: PluginProcess, db: psycopg.Connection, name: str
+) -> None:
+    # As in the MariaDB and SQLite plugins; Kubernetes names cannot contain '_'.
+    dashed = name.replace("_", "-")
+    result = plugin.reconcile(*table_object(dashed, USERS))
+    assert result.outcome == "OK", result.message
+    assert result.status["table"] == f"public.{name}"
+    assert columns(db, name)[0] == ("id", "bigint")
+
+
 def test_every_problem_of_a_spec_is_reported_at_once(plugin: PluginProcess) -> None:
     obj, extensions = table_object(
-        "bad-name", [("ok", "int32"), ("Bad", "int32"), ("ok", "string"), ("xmin", "bool")]
+        "bad.name", [("ok", "int32"), ("Bad", "int32"), ("ok", "string"), ("xmin", "bool")]
     )
     result = plugin.reconcile(obj, extensions)
     assert result.outcome == "FAILED"
     message = result.message
-    assert f"DatabaseTable {NAMESPACE}/bad-name" in message
-    assert '"bad-name" (metadata.name) is not usable as a PostgreSQL table name' in message
+    assert f"DatabaseTable {NAMESPACE}/bad.name" in message
+    assert '"bad.name" (metadata.name) does not make a PostgreSQL table name' in message
     assert '"bad_name"' in message  # the suggestion
     assert 'column "Bad": the name must be lowercase' in message
     assert 'column "ok" is listed twice' in message

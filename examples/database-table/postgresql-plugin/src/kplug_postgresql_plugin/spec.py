@@ -106,14 +106,18 @@ def server_name(request: kplug.Request) -> str:
 
 
 def table_name(request: kplug.Request) -> str:
-    """The table name (the DatabaseTable's metadata.name); SpecError if unusable."""
-    name = request.name
+    """The table name: metadata.name with '-' turned into '_' (as every database-table
+    plugin does, see examples/database-table/model); SpecError if still unusable.
+
+    Kubernetes names never contain '_', so two DatabaseTables never map to one name.
+    """
+    name = request.name.replace("-", "_")
     if not _IDENTIFIER.fullmatch(name) or len(name) > MAX_IDENTIFIER:
         raise SpecError(
-            f'DatabaseTable {request.name}: "{name}" (metadata.name) is not usable as a '
-            "PostgreSQL table name: use lowercase letters, digits and underscores, starting "
-            f"with a letter or underscore, at most {MAX_IDENTIFIER} characters (e.g. "
-            f'"{_suggest(name)}")'
+            f'DatabaseTable {request.name}: "{request.name}" (metadata.name) does not make a '
+            "PostgreSQL table name: the name, with '-' turned into '_', must be lowercase "
+            "letters, digits and underscores, starting with a letter or underscore, at most "
+            f'{MAX_IDENTIFIER} characters (e.g. "{_suggest(name)}")'
         )
     return name
 
