@@ -1,0 +1,323 @@
+//! A kplug plugin that keeps `DatabaseTable` resources as MariaDB tables and
+//! honours `DatabaseTableMariaDbExtension.spec.storageEngine`.
+//!
+//! # Configuration (no Kubernetes credentials needed)
+//! `spec.serverName` is looked up in a JSON object mapping server names to
+//! DSNs (`mysql://user:password@host:port/database`), read from the file in
+//! `KPLUG_MARIADB_SERVERS_FILE` or from `KPLUG_MARIADB_SERVERS` itself.
+//!
+//! # Column types
+//! | spec type | MariaDB type |
+//! |---|---|
+//! | int32 | `INT` |
+//! | int64 | `BIGINT` |
+//! | uint64 | `BIGINT UNSIGNED` |
+//! | string | `TEXT` |
+//! | bool | `BOOLEAN` (`TINYINT(1)`) |
+//! | float64 | `DOUBLE` |
+//! | timestamp | `DATETIME(6)` |
+//!
+//! # Guarantees
+//! MariaDB DDL is not transactional, so the whole spec (types, names, the
+//! engine being available) is checked first, and all changes to an existing
+//! table go into **one** `ALTER TABLE`, which MariaDB applies completely or
+//! not at all.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use database_table_model::{ColumnType, DeletionPolicy, TableSpec, is_identifier, plan, validate};
+use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Opts, Pool};
+use serde_json::{Value, json};
+
+/// The extension kind this plugin reads.
+pub const EXTENSION: &str = "DatabaseTableMariaDbExtension";
+
+/// How the plugin describes itself.
+pub fn info() -> PluginInfo {
+    PluginInfo::new("mariadb", env!("CARGO_PKG_VERSION"))
+        .description(
+            "DatabaseTable on MariaDB, with the storage engine from DatabaseTableMariaDbExtension",
+        )
+        .offer(
+            Offer::new("myorg.org", "DatabaseTable", "MariaDB").extension("myorg.org", EXTENSION),
+        )
+        .with_finalize()
+}
+
+/// The plugin: server name → DSN, and a connection pool per server.
+#[derive(Debug, Default)]
+pub struct MariaDbPlugin {
+    servers: HashMap<String, String>,
+    pools: Mutex<HashMap<String, Pool>>,
+}
+
+/// Reads the server map from `KPLUG_MARIADB_SERVERS_FILE` or
+/// `KPLUG_MARIADB_SERVERS`.
+///
+/// # Errors
+/// A message naming the variable or file and what is wrong.
+pub fn servers_from_env() -> Result<HashMap<String, String>, String> {
+    let (source, text) = if let Ok(path) = std::env::var("KPLUG_MARIADB_SERVERS_FILE") {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("KPLUG_MARIADB_SERVERS_FILE={path}: {e}"))?;
+        (path, text)
+    } else if let Ok(text) = std::env::var("KPLUG_MARIADB_SERVERS") {
+        ("KPLUG_MARIADB_SERVERS".to_owned(), text)
+    } else {
+        return Ok(HashMap::new());
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{source}: expected a JSON object of serverName → DSN: {e}"))
+}
+
+fn quote(ident: &str) -> String {
+    format!("`{}`", ident.replace('`', "``"))
+}
+
+fn sql_type(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Int32 => "INT",
+        ColumnType::Int64 => "BIGINT",
+        ColumnType::Uint64 => "BIGINT UNSIGNED",
+        ColumnType::String => "TEXT",
+        ColumnType::Bool => "BOOLEAN",
+        ColumnType::Float64 => "DOUBLE",
+        ColumnType::Timestamp => "DATETIME(6)",
+    }
+}
+
+/// Whether MariaDB's `COLUMN_TYPE` (e.g. `bigint(20) unsigned`) already is
+/// the portable type `t`. Integer display widths are ignored, except for
+/// `tinyint(1)`, which is how MariaDB spells BOOLEAN.
+pub fn matches(column_type: &str, t: ColumnType) -> bool {
+    let ct = column_type.to_ascii_lowercase();
+    let without_width = |prefix: &str| -> Option<String> {
+        let rest = ct.strip_prefix(prefix)?.strip_prefix('(')?;
+        let close = rest.find(')')?;
+        rest[..close]
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| format!("{prefix}{}", &rest[close + 1..]))
+    };
+    let norm = without_width("bigint")
+        .or_else(|| without_width("int"))
+        .unwrap_or_else(|| ct.clone());
+    match t {
+        ColumnType::Int32 => norm == "int",
+        ColumnType::Int64 => norm == "bigint",
+        ColumnType::Uint64 => norm == "bigint unsigned",
+        ColumnType::String => norm == "text",
+        ColumnType::Bool => ct == "tinyint(1)",
+        ColumnType::Float64 => norm == "double",
+        ColumnType::Timestamp => norm == "datetime(6)",
+    }
+}
+
+impl MariaDbPlugin {
+    /// A plugin for these servers (name → DSN).
+    pub fn new(servers: HashMap<String, String>) -> Self {
+        Self {
+            servers,
+            pools: Mutex::default(),
+        }
+    }
+
+    fn pool(&self, server: &str) -> Result<Pool, String> {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pools.get(server) {
+            return Ok(pool.clone());
+        }
+        let dsn = self.servers.get(server).ok_or_else(|| {
+            let known: Vec<_> = self.servers.keys().cloned().collect();
+            format!(
+                "unknown serverName {server:?}: not in KPLUG_MARIADB_SERVERS(_FILE) (known: {}); add it to the plugin's configuration",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            )
+        })?;
+        let opts = Opts::from_url(dsn).map_err(|e| format!("server {server}: bad DSN: {e}"))?;
+        let pool = Pool::new(opts);
+        pools.insert(server.to_owned(), pool.clone());
+        Ok(pool)
+    }
+}
+
+impl Plugin for MariaDbPlugin {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        let spec: TableSpec = request.spec()?;
+        let table = match validate(request.name(), &spec) {
+            Ok(table) => table,
+            Err(e) => {
+                return Ok(
+                    Response::failed(format!("invalid spec, nothing changed: {e}")).condition(
+                        "TableReady",
+                        Some(false),
+                        "InvalidSpec",
+                        e.to_string(),
+                    ),
+                );
+            }
+        };
+        let extension = request.extension(EXTENSION);
+        let engine = extension
+            .and_then(|e| e.spec().get("storageEngine"))
+            .and_then(Value::as_str)
+            .unwrap_or("InnoDB")
+            .to_owned();
+        if !engine
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Ok(Response::failed(format!(
+                "storageEngine {engine:?} is not a valid engine name"
+            )));
+        }
+        let pool = self.pool(&spec.server_name)?;
+        let mut conn = pool
+            .get_conn()
+            .await
+            .map_err(|e| format!("server {}: cannot connect: {e}", spec.server_name))?;
+
+        let support: Option<String> = conn
+            .exec_first(
+                "SELECT SUPPORT FROM information_schema.ENGINES WHERE UPPER(ENGINE) = UPPER(?)",
+                (engine.as_str(),),
+            )
+            .await?;
+        if !matches!(support.as_deref(), Some("YES" | "DEFAULT")) {
+            let available: Vec<String> =
+                conn.query("SELECT ENGINE FROM information_schema.ENGINES WHERE SUPPORT IN ('YES', 'DEFAULT') ORDER BY ENGINE").await?;
+            return Ok(Response::failed(format!(
+                "storage engine {engine} is not available on server {} (available: {}); nothing changed",
+                spec.server_name,
+                available.join(", ")
+            )));
+        }
+
+        let existing: BTreeMap<String, String> = conn
+            .exec::<(String, String), _, _>(
+                "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+                (table.name.as_str(),),
+            )
+            .await?
+            .into_iter()
+            .collect();
+        let name = quote(&table.name);
+        let mut response = Response::ok();
+        let summary;
+        if existing.is_empty() {
+            let columns: Vec<String> = table
+                .columns
+                .iter()
+                .map(|(n, t)| format!("{} {}", quote(n), sql_type(*t)))
+                .collect();
+            conn.query_drop(format!(
+                "CREATE TABLE {name} ({}) ENGINE={engine}",
+                columns.join(", ")
+            ))
+            .await?;
+            summary = format!("created with engine {engine}");
+            response = response.event(
+                "TableCreated",
+                format!(
+                    "created table {} ({engine}) on {}",
+                    table.name, spec.server_name
+                ),
+            );
+        } else {
+            let plan = plan(&existing, &table, matches);
+            let current_engine: Option<String> = conn
+                .exec_first("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", (table.name.as_str(),))
+                .await?;
+            let engine_changes = !current_engine
+                .as_deref()
+                .is_some_and(|c| c.eq_ignore_ascii_case(&engine));
+            let mut clauses: Vec<String> = Vec::new();
+            clauses.extend(
+                plan.add
+                    .iter()
+                    .map(|(n, t)| format!("ADD COLUMN {} {}", quote(n), sql_type(*t))),
+            );
+            clauses.extend(
+                plan.retype
+                    .iter()
+                    .map(|(n, _, t)| format!("MODIFY COLUMN {} {}", quote(n), sql_type(*t))),
+            );
+            clauses.extend(
+                plan.drop
+                    .iter()
+                    .map(|n| format!("DROP COLUMN {}", quote(n))),
+            );
+            if engine_changes {
+                clauses.push(format!("ENGINE={engine}"));
+            }
+            let mut parts = vec![plan.summary()];
+            if engine_changes {
+                parts.push(format!(
+                    "engine {} → {engine}",
+                    current_engine.unwrap_or_default()
+                ));
+            }
+            summary = parts.join(", ");
+            if !clauses.is_empty() {
+                // One statement: MariaDB applies it completely or not at all.
+                conn.query_drop(format!("ALTER TABLE {name} {}", clauses.join(", ")))
+                    .await?;
+                response =
+                    response.event("TableAltered", format!("table {}: {summary}", table.name));
+            }
+        }
+        let rows: Option<i64> = conn
+            .query_first(format!("SELECT COUNT(*) FROM {name}"))
+            .await?;
+        let actual_engine: Option<String> = conn
+            .exec_first("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", (table.name.as_str(),))
+            .await?;
+        let rows = rows.unwrap_or(0);
+        response = response
+            .message(format!("table {} on {}: {summary}", table.name, spec.server_name))
+            .status(json!({"table": table.name, "server": spec.server_name, "columns": table.columns.len(), "rows": rows}))
+            .condition("TableReady", Some(true), "UpToDate", format!("{} columns, engine {}", table.columns.len(), actual_engine.clone().unwrap_or_default()));
+        if let Some(extension) = extension {
+            response = response.extension_status(
+                extension,
+                json!({"storageEngine": actual_engine, "rows": rows}),
+            );
+        }
+        Ok(response)
+    }
+
+    async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
+        let spec: TableSpec = request.spec()?;
+        let table = request.name().replace('-', "_");
+        if spec.deletion_policy == DeletionPolicy::Retain || !is_identifier(&table) {
+            return Ok(Response::ok().message(format!("deletionPolicy Retain: table {table} kept")));
+        }
+        let mut conn = self.pool(&spec.server_name)?.get_conn().await?;
+        conn.query_drop(format!("DROP TABLE IF EXISTS {}", quote(&table)))
+            .await?;
+        Ok(Response::ok().message(format!("deletionPolicy Delete: table {table} dropped")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_types_match_what_mariadb_reports() {
+        assert!(matches("int(11)", ColumnType::Int32));
+        assert!(matches("int", ColumnType::Int32));
+        assert!(matches("bigint(20)", ColumnType::Int64));
+        assert!(matches("bigint(20) unsigned", ColumnType::Uint64));
+        assert!(!matches("bigint(20) unsigned", ColumnType::Int64));
+        assert!(matches("tinyint(1)", ColumnType::Bool));
+        assert!(!matches("tinyint(4)", ColumnType::Bool));
+        assert!(matches("text", ColumnType::String));
+        assert!(matches("double", ColumnType::Float64));
+        assert!(matches("datetime(6)", ColumnType::Timestamp));
+        assert!(!matches("int(11)", ColumnType::String));
+    }
+}

@@ -1,0 +1,259 @@
+//! A kplug plugin that keeps `DatabaseTable` resources as tables in
+//! embedded SQLite files: `<data dir>/<spec.serverName>.db`. It needs no
+//! database server, which makes it the demo's plugin.
+//!
+//! Column types are declared with distinct SQLite type names so a mistyped
+//! column can be recognised later:
+//!
+//! | spec type | declared as | SQLite affinity |
+//! |---|---|---|
+//! | int32 | `INTEGER` | INTEGER |
+//! | int64 | `BIGINT` | INTEGER |
+//! | uint64 | `UNSIGNED BIGINT` | INTEGER (SQLite stores at most 2^63-1) |
+//! | string | `TEXT` | TEXT |
+//! | bool | `BOOLEAN` | NUMERIC |
+//! | float64 | `DOUBLE` | REAL |
+//! | timestamp | `TIMESTAMP` | NUMERIC |
+//!
+//! Every change runs in one transaction: a spec is applied completely or not
+//! at all. SQLite cannot change a column's type in place, so a retype
+//! rebuilds the table (create, copy with CAST, drop, rename) inside that
+//! transaction.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use database_table_model::{
+    ColumnType, DeletionPolicy, Plan, Table, TableSpec, is_identifier, plan, validate,
+};
+use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use rusqlite::{Connection, TransactionBehavior};
+use serde_json::json;
+
+/// The plugin.
+#[derive(Debug)]
+pub struct SqlitePlugin {
+    data_dir: PathBuf,
+}
+
+/// How the plugin describes itself.
+pub fn info() -> PluginInfo {
+    PluginInfo::new("sqlite", env!("CARGO_PKG_VERSION"))
+        .description("DatabaseTable in embedded SQLite files")
+        .offer(Offer::new("myorg.org", "DatabaseTable", "SQLite"))
+        .with_finalize()
+}
+
+impl SqlitePlugin {
+    /// A plugin keeping its databases in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+        }
+    }
+
+    fn database(&self, server: &str) -> Result<PathBuf, String> {
+        // The server name becomes a file name: keep it boring.
+        let ok = !server.is_empty()
+            && server
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !ok {
+            return Err(format!(
+                "serverName {server:?} cannot be a file name; use letters, digits, '-' and '_'"
+            ));
+        }
+        Ok(self.data_dir.join(format!("{server}.db")))
+    }
+}
+
+fn declared(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Int32 => "INTEGER",
+        ColumnType::Int64 => "BIGINT",
+        ColumnType::Uint64 => "UNSIGNED BIGINT",
+        ColumnType::String => "TEXT",
+        ColumnType::Bool => "BOOLEAN",
+        ColumnType::Float64 => "DOUBLE",
+        ColumnType::Timestamp => "TIMESTAMP",
+    }
+}
+
+fn quote(ident: &str) -> String {
+    // Identifiers are validated; quoting keeps keywords (e.g. "order") safe.
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+fn columns_sql(columns: &[(String, ColumnType)]) -> String {
+    columns
+        .iter()
+        .map(|(n, t)| format!("{} {}", quote(n), declared(*t)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn existing_columns(conn: &Connection, table: &str) -> rusqlite::Result<BTreeMap<String, String>> {
+    let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info(?1)")?;
+    let rows = stmt.query_map([table], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    rows.collect()
+}
+
+/// What one reconcile did.
+#[derive(Debug)]
+pub struct Applied {
+    /// Whether the table was created.
+    pub created: bool,
+    /// The changes made to an existing table.
+    pub plan: Plan,
+    /// Rows in the table afterwards.
+    pub rows: i64,
+}
+
+/// Brings `table` in the database at `path` to the spec, in one transaction.
+///
+/// # Errors
+/// SQLite's error; the transaction is rolled back, nothing changed.
+pub fn apply(path: &Path, table: &Table) -> rusqlite::Result<Applied> {
+    let mut conn = Connection::open(path)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let existing = existing_columns(&tx, &table.name)?;
+    let name = quote(&table.name);
+    let (created, plan) = if existing.is_empty() {
+        tx.execute_batch(&format!(
+            "CREATE TABLE {name} ({})",
+            columns_sql(&table.columns)
+        ))?;
+        (true, Plan::default())
+    } else {
+        let plan = plan(&existing, table, |db, t| {
+            db.eq_ignore_ascii_case(declared(t))
+        });
+        if !plan.retype.is_empty() {
+            // Rebuild: the new table has the spec's columns; existing data is
+            // copied with CAST for retyped columns; dropped columns go away.
+            let tmp = quote(&format!("{}__kplug_rebuild", table.name));
+            tx.execute_batch(&format!(
+                "CREATE TABLE {tmp} ({})",
+                columns_sql(&table.columns)
+            ))?;
+            let kept: Vec<&(String, ColumnType)> = table
+                .columns
+                .iter()
+                .filter(|(n, _)| existing.contains_key(n))
+                .collect();
+            let targets = kept
+                .iter()
+                .map(|(n, _)| quote(n))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sources = kept
+                .iter()
+                .map(|(n, t)| format!("CAST({} AS {})", quote(n), declared(*t)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            tx.execute_batch(&format!(
+                "INSERT INTO {tmp} ({targets}) SELECT {sources} FROM {name}; DROP TABLE {name}; ALTER TABLE {tmp} RENAME TO {name};"
+            ))?;
+        } else {
+            for (column, t) in &plan.add {
+                tx.execute_batch(&format!(
+                    "ALTER TABLE {name} ADD COLUMN {} {}",
+                    quote(column),
+                    declared(*t)
+                ))?;
+            }
+            for column in &plan.drop {
+                tx.execute_batch(&format!("ALTER TABLE {name} DROP COLUMN {}", quote(column)))?;
+            }
+        }
+        (false, plan)
+    };
+    let rows: i64 = tx.query_row(&format!("SELECT COUNT(*) FROM {name}"), [], |r| r.get(0))?;
+    tx.commit()?;
+    Ok(Applied {
+        created,
+        plan,
+        rows,
+    })
+}
+
+/// Drops `table` from the database at `path` (if both exist).
+///
+/// # Errors
+/// SQLite's error.
+pub fn drop_table(path: &Path, table: &str) -> rusqlite::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    Connection::open(path)?.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(table)))
+}
+
+impl Plugin for SqlitePlugin {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        let spec: TableSpec = request.spec()?;
+        let table = match validate(request.name(), &spec) {
+            Ok(table) => table,
+            Err(e) => {
+                return Ok(
+                    Response::failed(format!("invalid spec, nothing changed: {e}")).condition(
+                        "TableReady",
+                        Some(false),
+                        "InvalidSpec",
+                        e.to_string(),
+                    ),
+                );
+            }
+        };
+        let path = match self.database(&spec.server_name) {
+            Ok(path) => path,
+            Err(e) => return Ok(Response::failed(e)),
+        };
+        let (db, t) = (path.clone(), table.clone());
+        let applied = tokio::task::spawn_blocking(move || apply(&db, &t)).await??;
+        let summary = if applied.created {
+            "created".to_owned()
+        } else {
+            applied.plan.summary()
+        };
+        let mut response = Response::ok()
+            .message(format!(
+                "table {} in {}: {summary}",
+                table.name,
+                path.display()
+            ))
+            .status(json!({
+                "table": table.name,
+                "database": path.display().to_string(),
+                "columns": table.columns.len(),
+                "rows": applied.rows,
+            }))
+            .condition(
+                "TableReady",
+                Some(true),
+                "UpToDate",
+                format!("{} columns", table.columns.len()),
+            );
+        if applied.created {
+            response = response.event(
+                "TableCreated",
+                format!("created table {} in {}", table.name, path.display()),
+            );
+        } else if !applied.plan.is_empty() {
+            response = response.event("TableAltered", format!("table {}: {summary}", table.name));
+        }
+        Ok(response)
+    }
+
+    async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
+        let spec: TableSpec = request.spec()?;
+        let table = request.name().replace('-', "_");
+        if spec.deletion_policy == DeletionPolicy::Retain || !is_identifier(&table) {
+            return Ok(Response::ok().message(format!("deletionPolicy Retain: table {table} kept")));
+        }
+        let path = self.database(&spec.server_name)?;
+        tokio::task::spawn_blocking(move || drop_table(&path, &table)).await??;
+        Ok(Response::ok().message("deletionPolicy Delete: table dropped"))
+    }
+}
