@@ -126,6 +126,11 @@ class Heartbeat:
             self._channel = grpc.aio.insecure_channel(
                 self._target,
                 options=[
+                    # grpc-core puts the socket path into :authority for unix:
+                    # targets; HTTP/2 servers that validate it (the operator's
+                    # hyper/tonic server) reset such streams. A plain host
+                    # name is what any server accepts.
+                    ("grpc.default_authority", "localhost"),
                     # Our own channel per attempt, not one shared through grpc's
                     # global subchannel pool (which keeps its reconnect backoff).
                     ("grpc.use_local_subchannel_pool", 1),
