@@ -49,27 +49,61 @@ build: ## build every crate and binary of the workspace
 	$(CARGO) build --workspace --bins
 
 .PHONY: test
-test: testenv build test-rust test-python lint ## run every test (against a real kube-apiserver) and every lint
+test: testenv build databases python test-rust test-python test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
+
+# Every cargo test runs with the databases' DSNs in its environment: the
+# example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
+# without them).
+DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
-test-rust: testenv build ## cargo test --workspace: every target, then the doc tests
-	$(CARGO) test --workspace --all-targets
+test-rust: testenv build databases python ## cargo test --workspace: every target, then the doc tests
+	$(DB_ENV); $(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
 # The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
 .PHONY: test-python
 test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
-	@if [ -f sidecar-sdk/python/Makefile ]; then \
-	  $(MAKE) -C sidecar-sdk/python check; \
-	else \
-	  echo "test-python: no sidecar-sdk/python/Makefile; nothing to run"; \
-	fi
+	$(MAKE) -C sidecar-sdk/python check
 
-# Placeholder until examples/database-table lands with its demo.
+.PHONY: test-postgresql-plugin
+test-postgresql-plugin: databases ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL
+	$(DB_ENV); $(MAKE) -C examples/database-table/postgresql-plugin check
+
+.PHONY: test-deploy
+test-deploy: ## manifests, Dockerfiles and compose.yaml checks (see deploy/)
+	@if [ -f deploy/Makefile ]; then $(MAKE) -C deploy test; else echo "test-deploy: deploy/Makefile not there yet"; fi
+
+# Real PostgreSQL and MariaDB from Debian's packages, on loopback, state in
+# target/databases (installed with apt-get when missing).
+.PHONY: databases
+databases: ## install (if missing) and start PostgreSQL and MariaDB on loopback
+	examples/database-table/dev/databases.sh install
+	examples/database-table/dev/databases.sh start
+
+.PHONY: databases-stop
+databases-stop: ## stop the local databases
+	examples/database-table/dev/databases.sh stop
+
+# The Python PostgreSQL plugin's virtualenv (the SDK installed from this
+# repository, editable); the Rust end-to-end tests run the plugin from it.
+.PHONY: python
+python: ## create the Python plugin's virtualenv (SDK + plugin)
+	$(MAKE) -C examples/database-table/postgresql-plugin install
+
+# --- demo ----------------------------------------------------------------------
+
 .PHONY: demo
-demo: ## run the database-table demo (coming with examples/database-table)
-	@echo "make demo: the demo comes with examples/database-table; not there yet" >&2
-	@exit 1
+demo: testenv ## the database-table walkthrough: control plane, operator, SQLite plugin, a table converging
+	@echo "building the operator, the SQLite plugin and the demo (first build takes a few minutes)..."
+	$(CARGO) build -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p database-table-demo
+	$(TARGET_DIR)/debug/kplug-demo
+
+# --- benchmarks ----------------------------------------------------------------
+
+.PHONY: bench
+bench: ## Reconcile round trip through the SDK vs bare tonic, over a Unix socket (criterion)
+	$(CARGO) bench -p kplug-sidecar --bench roundtrip
 
 # --- lint ------------------------------------------------------------------
 
