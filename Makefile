@@ -44,9 +44,12 @@ $(TESTENV_BIN): $(TESTENV_SRC)
 
 # --- build and test ---------------------------------------------------------
 
+# Tests run workspace binaries and examples (kplug-operator, plugins, the
+# scripted test plugin) as real processes; `cargo test` alone builds examples
+# only as test harnesses, so they are built here first.
 .PHONY: build
-build: ## build every crate and binary of the workspace
-	$(CARGO) build --workspace --bins
+build: ## build every crate, binary and example of the workspace
+	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
 test: testenv build databases python test-rust test-python test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
@@ -58,7 +61,7 @@ DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
 test-rust: testenv build databases python ## cargo test --workspace: every target, then the doc tests
-	$(DB_ENV); $(CARGO) test --workspace --all-targets
+	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
 # The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
