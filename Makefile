@@ -60,7 +60,7 @@ test: testenv build databases python test-rust test-python test-postgresql-plugi
 DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
-test-rust: testenv build databases python ## cargo test --workspace: every target, then the doc tests
+test-rust: testenv build databases python deploy-tools ## cargo test --workspace: every target, then the doc tests
 	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -73,9 +73,15 @@ test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 test-postgresql-plugin: databases ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL
 	$(DB_ENV); $(MAKE) -C examples/database-table/postgresql-plugin check
 
+# The deployment tests themselves (kustomize, RBAC, compose, Dockerfiles) are
+# a workspace crate, run by test-rust; they need deploy/'s pinned tools.
+.PHONY: deploy-tools
+deploy-tools: ## install the pinned deployment tools (kustomize, hadolint, composecheck) into deploy/.tools
+	$(MAKE) -C deploy tools
+
 .PHONY: test-deploy
-test-deploy: ## manifests, Dockerfiles and compose.yaml checks (see deploy/)
-	@if [ -f deploy/Makefile ]; then $(MAKE) -C deploy test; else echo "test-deploy: deploy/Makefile not there yet"; fi
+test-deploy: deploy-tools ## lint deploy/'s own Go helper (its tests run in test-rust)
+	$(MAKE) -C deploy lint
 
 # Real PostgreSQL and MariaDB from Debian's packages, on loopback, state in
 # target/databases (installed with apt-get when missing).

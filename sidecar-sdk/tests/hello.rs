@@ -148,3 +148,56 @@ async fn a_live_socket_is_not_stolen() {
     stop.send(()).unwrap();
     first.await.unwrap().unwrap();
 }
+
+/// The hello-world example itself (`examples/hello.rs`), as a real process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hello_example_greets() {
+    // target/<profile>/deps/hello-<hash> → target/<profile>/examples/hello
+    let exe = std::env::current_exe().unwrap();
+    let example = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/hello");
+    assert!(
+        example.is_file(),
+        "{} missing: cargo test builds examples; run `cargo build -p kplug-sidecar --examples`",
+        example.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _stop, _task) = start_registry(dir.path());
+    let mut child = tokio::process::Command::new(&example)
+        .env("KPLUG_SOCKET_DIR", dir.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.2")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_registered(&registry, "the example process").await;
+    let mut request = greeting("kplug");
+    request.object = serde_json::to_vec(&json!({
+        "apiVersion": "example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "kplug", "namespace": "default"}, "spec": {"salutation": "hi"},
+    }))
+    .unwrap();
+    let response = registry
+        .get("hello")
+        .unwrap()
+        .reconcile(request)
+        .await
+        .unwrap();
+    let status: Value = serde_json::from_slice(&response.status).unwrap();
+    assert_eq!(status, json!({"greeting": "hi, kplug!"}));
+    // SIGTERM: it unregisters and exits 0.
+    nix_free_sigterm(child.id().unwrap());
+    assert!(child.wait().await.unwrap().success());
+    assert!(registry.get("hello").is_none());
+}
+
+fn nix_free_sigterm(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
