@@ -41,8 +41,7 @@ func run(file string) error {
 		[]string{abs},
 		cli.WithWorkingDirectory(filepath.Dir(abs)),
 		// No OS environment and no .env file: the result must not depend on
-		// the shell the tests run in. Variables without a default in the
-		// file are therefore an error, which is what we want to find.
+		// the shell the tests run in (compose.yaml uses no variables).
 		cli.WithEnv(nil),
 		cli.WithProfiles([]string{"*"}),
 		cli.WithConsistency(true),

@@ -395,9 +395,10 @@ fn package_and_binary(path: &str, file: &Dockerfile) -> (String, String) {
 /// member to load it) and builds a member package with the binary the image
 /// takes; the copied files alone load as a workspace with an up-to-date
 /// Cargo.lock (`cargo metadata --locked`; it may fetch crates.io packages
-/// that only other platforms use, which the build did not); and the package's
-/// binaries build (in the debug profile: the machine is small, and release
-/// adds nothing to the question "does it build").
+/// that only other platforms use, which the build did not); and the package
+/// compiles on its own, with its binary linked by the workspace build (in
+/// the debug profile: the machine is small, and release adds nothing to the
+/// question "does it build").
 #[test]
 fn rust_images_build_a_workspace_package_from_the_copied_files() {
     let packages = workspace_packages();
@@ -435,7 +436,7 @@ fn rust_images_build_a_workspace_package_from_the_copied_files() {
             Some((_, _, bins)) if !bins.contains(&binary) => failures.push(format!(
                 "{path}: {package} has no binary {binary} (it has {bins:?})"
             )),
-            Some(_) => to_build.push(package),
+            Some(_) => to_build.push((package, binary)),
         }
         let context = tempfile::tempdir().unwrap();
         materialize(&file, context.path());
@@ -451,16 +452,23 @@ fn rust_images_build_a_workspace_package_from_the_copied_files() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
-    // One package per build, as in each image: cargo unifies features over
-    // the packages of one build, so building them together could hide a
-    // feature that only another package turns on.
-    for package in &to_build {
+    // One package at a time, as in each image: cargo unifies features over
+    // the packages of one build, so checking them together could hide a
+    // feature that only another package turns on. `cargo check`, not
+    // `build`: it type-checks the package exactly as the image build
+    // compiles it, and keeps its artifacts apart from the workspace build's
+    // (a `build -p` would rebuild dependencies with other features in
+    // place, every time, for everyone sharing target/).
+    for (package, binary) in &to_build {
         if let Err(e) = run(Command::new(env!("CARGO"))
-            .args(["build", "--locked", "--bins", "-p", package])
+            .args(["check", "--locked", "--bins", "-p", package])
             .current_dir(repo_root()))
         {
             panic!("{package} does not build: {e:#}");
         }
+        // Linked by the workspace build (`make build`, or `cargo test
+        // --workspace`, which `make test` runs before this).
+        kplug_testenv::workspace_binary(binary);
     }
 }
 
