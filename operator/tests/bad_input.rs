@@ -2,31 +2,16 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use kplug_proto::v1::plugin_server::{Plugin, PluginServer};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::*;
 use serde_json::json;
 use support::*;
-use tonic::transport::{Channel, Endpoint};
 
 const T: Duration = Duration::from_secs(30);
-
-fn unix_channel(path: &Path) -> Channel {
-    let path = path.to_owned();
-    Endpoint::from_static("http://test.invalid").connect_with_connector_lazy(tower::service_fn(
-        move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        },
-    ))
-}
 
 fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest {
     HeartbeatRequest {
@@ -53,7 +38,9 @@ fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_registrations_are_refused_with_a_reason() {
     let w = world("badreg", &[]).await;
-    let mut registry = RegistryClient::new(unix_channel(&w.sockets.path().join("registry.sock")));
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &w.sockets.path().join("registry.sock"),
+    ));
     let outside = tempfile::tempdir().unwrap();
     let evil = outside.path().join("evil.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&evil).unwrap();
@@ -205,7 +192,7 @@ async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
     );
     let registry_socket = w.sockets.path().join("registry.sock");
     tokio::spawn(async move {
-        let mut registry = RegistryClient::new(unix_channel(&registry_socket));
+        let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
         loop {
             let _ = registry
                 .heartbeat(heartbeat("rogue", "plugins/rogue.sock", "Rogue"))

@@ -8,7 +8,9 @@ use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use hyper_util::rt::TokioIo;
 use tokio::net::{UnixListener, UnixStream};
+use tonic::transport::{Channel, Endpoint};
 
 /// Why a socket could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +84,21 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
 /// connect (or a missing file) means nobody does: the socket is stale.
 pub async fn is_live(path: &Path) -> bool {
     UnixStream::connect(path).await.is_ok()
+}
+
+/// A gRPC channel to the Unix socket at `path`. It connects lazily and
+/// reconnects on demand, so a peer that restarts is found again by the next
+/// call.
+pub fn channel(path: &Path) -> Channel {
+    let path = path.to_owned();
+    // The URI is required by the API but unused: the connector ignores it,
+    // and it only ends up in `:authority`, which must be a valid host name.
+    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
+        move |_| {
+            let path = path.clone();
+            async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(&path).await?)) }
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -6,18 +6,16 @@
 //! Run: `cargo bench -p kplug-sidecar --bench roundtrip`. Besides criterion's
 //! estimates it prints p50/p99 from 5,000 sequential calls per case.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hyper_util::rt::TokioIo;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
 use kplug_proto::v1::*;
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
 use serde_json::json;
 use tokio::runtime::Runtime;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// The SDK plugin: decodes the object, echoes its spec into the status.
 struct Echo;
@@ -67,18 +65,6 @@ impl PluginApi for Bare {
     }
 }
 
-fn channel(path: &Path) -> Channel {
-    let path = path.to_owned();
-    Endpoint::from_static("http://bench.invalid").connect_with_connector_lazy(tower::service_fn(
-        move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        },
-    ))
-}
-
 /// A DatabaseTable-like object whose whole JSON is about `size` bytes.
 fn object(size: usize) -> Vec<u8> {
     let mut obj = json!({
@@ -120,8 +106,8 @@ fn setup(rt: &Runtime) -> Setup {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Setup {
-            sdk: PluginClient::new(channel(&sdk_socket)),
-            bare: PluginClient::new(channel(&bare_socket)),
+            sdk: PluginClient::new(kplug_proto::socket::channel(&sdk_socket)),
+            bare: PluginClient::new(kplug_proto::socket::channel(&bare_socket)),
             _dir: dir,
         }
     })

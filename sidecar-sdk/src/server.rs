@@ -2,23 +2,19 @@
 //! SIGTERM drain, in the order `docs/protocol.md` fixes.
 
 use std::future::Future;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{
     FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
     ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
 };
-use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::plugin::{Plugin, PluginInfo, Readiness};
 use crate::request::Request;
@@ -156,7 +152,9 @@ impl<P: Plugin> Server<P> {
         );
 
         let registry_path = self.socket_dir.join(kplug_proto::REGISTRY_SOCKET);
-        let registry = unix_channel(&registry_path);
+        // Lazy and reconnecting: an operator restart is picked up by the next
+        // heartbeat.
+        let registry = kplug_proto::socket::channel(&registry_path);
         let heartbeat = HeartbeatRequest {
             name: name.clone(),
             version: self.info.version.clone(),
@@ -241,18 +239,6 @@ async fn remove_own_socket(socket: &Path) {
     if !kplug_proto::socket::is_live(socket).await {
         let _ = tokio::fs::remove_file(socket).await;
     }
-}
-
-/// A lazily connecting channel to a Unix socket (reconnects on demand, so an
-/// operator restart is picked up by the next heartbeat).
-pub(crate) fn unix_channel(path: &Path) -> Channel {
-    let path = path.to_owned();
-    Endpoint::from_static("http://registry.kplug.invalid").connect_with_connector_lazy(
-        tower::service_fn(move |_| {
-            let path = path.clone();
-            async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(&path).await?)) }
-        }),
-    )
 }
 
 /// The `kplug.v1.Plugin` service around a [`Plugin`].

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
     Capability, FinalizeRequest, GetInfoRequest, Outcome, ProbeRequest, ReconcileRequest,
@@ -17,7 +16,6 @@ use kplug_sidecar::{
     BoxError, Object, Offer, Plugin, PluginInfo, Readiness, Request, Response, Server,
 };
 use serde_json::{Map, Value, json};
-use tonic::transport::{Channel, Endpoint};
 
 const GROUP: &str = "conformance.kplug.dev";
 
@@ -166,18 +164,6 @@ fn info() -> PluginInfo {
         .with_finalize()
 }
 
-fn channel(path: &Path) -> Channel {
-    let path = path.to_owned();
-    Endpoint::from_static("http://conformance.invalid").connect_with_connector_lazy(
-        tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        }),
-    )
-}
-
 fn outcome_name(o: i32) -> &'static str {
     match Outcome::try_from(o) {
         Ok(Outcome::Ok) => "OK",
@@ -286,7 +272,7 @@ async fn rust_sdk_passes_the_shared_conformance_cases() {
     while !socket.exists() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut client = PluginClient::new(channel(&socket));
+    let mut client = PluginClient::new(kplug_proto::socket::channel(&socket));
     let all = cases["cases"].as_array().unwrap();
     assert!(all.len() >= 20, "the case file looks truncated");
     for case in all {

@@ -3,16 +3,14 @@
 //! real socket with the operator's calls, and checked by querying MariaDB.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{FinalizeRequest, Outcome, ReconcileRequest, ReconcileResponse};
 use mariadb_plugin::MariaDbPlugin;
 use mysql_async::prelude::Queryable;
 use serde_json::{Value, json};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 fn dsn() -> String {
     std::env::var("KPLUG_MARIADB_DSN").unwrap_or_else(|_| {
@@ -21,18 +19,6 @@ fn dsn() -> String {
              and `eval \"$(examples/database-table/dev/databases.sh env)\"` (make test does this)"
         )
     })
-}
-
-fn channel(path: &Path) -> Channel {
-    let path = path.to_owned();
-    Endpoint::from_static("http://test.invalid").connect_with_connector_lazy(tower::service_fn(
-        move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        },
-    ))
 }
 
 struct Fixture {
@@ -58,7 +44,7 @@ async fn fixture() -> Fixture {
     }
     let table = format!("t_{}", uuid_like());
     Fixture {
-        client: PluginClient::new(channel(&socket)),
+        client: PluginClient::new(kplug_proto::socket::channel(&socket)),
         db: mysql_async::Pool::new(dsn.as_str()),
         table,
         _dir: dir,
