@@ -34,7 +34,8 @@ pub fn testenv_binary() -> PathBuf {
 }
 
 /// The path of binary `name` of this workspace, built with the same profile as
-/// the running test (`target/<profile>/<name>`).
+/// the running test (`target/<profile>/<name>`; an example is
+/// `"examples/<name>"`).
 ///
 /// # Panics
 ///
@@ -43,7 +44,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     let path = profile_dir().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.is_file(),
-        "workspace binary `{name}` not found at {}: build it with `cargo build --workspace --bins` \
+        "workspace binary `{name}` not found at {}: build it with `cargo build --workspace --bins --examples` \
          (same profile as the tests; `make test` does it)",
         path.display()
     );
@@ -83,7 +84,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "build it with `cargo build --workspace --bins`")]
+    #[should_panic(expected = "build it with `cargo build --workspace --bins --examples`")]
     fn a_missing_workspace_binary_says_how_to_build_it() {
         workspace_binary("no-such-binary-in-kplug");
     }
