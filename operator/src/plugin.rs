@@ -220,6 +220,13 @@ impl PluginInstance {
         let (code, outcome) = match result {
             Err(_) => ("DeadlineExceeded".to_owned(), Err(timeout())),
             Ok(Ok(resp)) => ("Ok".to_owned(), Ok(resp.into_inner())),
+            // tonic enforces the grpc-timeout it sends, too, and reports it
+            // as Cancelled; whichever timer fires first, it is a timeout.
+            Ok(Err(status))
+                if started.elapsed() >= deadline || status.message() == "Timeout expired" =>
+            {
+                (format!("{:?}", status.code()), Err(timeout()))
+            }
             Ok(Err(status)) => (
                 format!("{:?}", status.code()),
                 Err(self.classify(call, status, deadline)),
