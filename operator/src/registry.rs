@@ -390,16 +390,37 @@ impl Registry {
                 let socket = current.socket.clone();
                 let (name, id) = (current.name.clone(), current.instance_id.clone());
                 drop(current);
+                let gone = || {
+                    format!(
+                        "its connection dropped and {} refuses connections (the process exited)",
+                        socket.display()
+                    )
+                };
                 closed.notified().await;
                 if registry.current(&name, &id).is_none() {
                     return;
                 }
                 if !kplug_proto::socket::is_live(&socket).await {
-                    let why = format!(
-                        "its connection dropped and {} refuses connections (the process exited)",
-                        socket.display()
-                    );
-                    registry.remove(&name, &id, &why, Severity::Warning).await;
+                    registry
+                        .remove(&name, &id, &gone(), Severity::Warning)
+                        .await;
+                    return;
+                }
+                // A dial can still succeed while a killed process is being
+                // torn down (its listening socket may close after the
+                // connection did), and the channel only reconnects on the
+                // next call. So call: a Probe either re-arms this watch on a
+                // fresh connection or shows the plugin is gone.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let Some(current) = instance.upgrade() else {
+                    return;
+                };
+                let probed = current.probe().await;
+                drop(current);
+                if probed.is_err() && !kplug_proto::socket::is_live(&socket).await {
+                    registry
+                        .remove(&name, &id, &gone(), Severity::Warning)
+                        .await;
                     return;
                 }
             }
