@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use crate::backoff::FailureTracker;
 use crate::events::{Events, Severity};
-use crate::extensions::{ExtensionRef, Extensions, Resolution, references};
+use crate::extensions::{Extensions, Resolution, references};
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::registry::Registry;
@@ -283,7 +283,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
 
     let (resolution, resolved) = match &refs {
         Ok(refs) => {
-            let resolution = resolve(obj, ctx, refs).await;
+            let resolution = ctx.extensions.resolve(obj, refs).await;
             let ok = resolution.problems.is_empty();
             let condition = if ok {
                 Condition::new(
@@ -401,8 +401,11 @@ fn combine(reconciled: Vec<Condition>) -> Condition {
     }
 }
 
-async fn resolve(obj: &DynamicObject, ctx: &Context, refs: &[ExtensionRef]) -> Resolution {
-    ctx.extensions.resolve(obj, refs).await
+/// The base object and the extensions as the JSON the API server serves
+/// (serializing a `DynamicObject` cannot fail).
+fn encode(obj: &DynamicObject, sent: &[DynamicObject]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let json = |o: &DynamicObject| serde_json::to_vec(o).unwrap_or_default();
+    (json(obj), sent.iter().map(json).collect())
 }
 
 fn extensions_for(
@@ -463,13 +466,11 @@ async fn call_reconcile(
     }
     let base_gk = ctx.target.group_kind();
     let sent = extensions_for(&instance, &base_gk, &candidate.implementation, found);
+    let (object, extensions) = encode(obj, &sent);
     let request = ReconcileRequest {
         implementation: candidate.implementation.clone(),
-        object: serde_json::to_vec(obj).unwrap_or_default(),
-        extensions: sent
-            .iter()
-            .map(|e| serde_json::to_vec(e).unwrap_or_default())
-            .collect(),
+        object,
+        extensions,
     };
     let response = ctx
         .registry
@@ -799,13 +800,11 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
             &candidate.implementation,
             &found,
         );
+        let (object, extensions) = encode(obj, &sent);
         let request = FinalizeRequest {
             implementation: candidate.implementation.clone(),
-            object: serde_json::to_vec(obj).unwrap_or_default(),
-            extensions: sent
-                .iter()
-                .map(|e| serde_json::to_vec(e).unwrap_or_default())
-                .collect(),
+            object,
+            extensions,
         };
         let result = ctx
             .registry
