@@ -29,6 +29,7 @@ use std::time::Duration;
 use kplug_proto::v1::{Capability, FinalizeRequest, GroupKind, Outcome, ReconcileRequest};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -38,9 +39,10 @@ use crate::extensions::{Extensions, Resolution, references};
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::registry::Registry;
-use crate::selection::{self, Candidate, Reason, Selection};
+use crate::selection::{self, Candidate, Reason, Selection, recorded_implementation};
 use crate::status::{self, Checked, Condition, OperatorConditions, types};
 use crate::target::Target;
+use crate::waiting::{Need, Waiting};
 
 /// How implementations are chosen (`--selection`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -117,9 +119,15 @@ pub struct Context {
     pub settings: Settings,
     /// Per-object backoff.
     pub failures: FailureTracker,
+    /// Objects waiting for a plugin; registry changes wake only these.
+    pub waiting: Arc<Waiting>,
 }
 
 impl Context {
+    fn object_ref(&self, obj: &DynamicObject) -> ObjectRef<DynamicObject> {
+        ObjectRef::from_obj_with(obj, self.target.api_resource.clone())
+    }
+
     fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
         match obj.namespace() {
             Some(ns) if self.target.namespaced => {
@@ -143,14 +151,6 @@ fn field<'a>(obj: &'a DynamicObject, path: &[String]) -> Option<&'a str> {
         value = value.get(key)?;
     }
     value.as_str()
-}
-
-fn recorded_implementation(obj: &DynamicObject) -> Option<&str> {
-    obj.data
-        .get("status")?
-        .get("implementation")?
-        .as_str()
-        .filter(|s| !s.is_empty())
 }
 
 /// Reconciles one object. Returns when to look at it again.
@@ -190,9 +190,6 @@ struct PluginRun {
 async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
     let uid = obj.uid().unwrap_or_default();
     let refs = references(obj, &ctx.settings.extensions_field);
-    if let Ok(refs) = &refs {
-        ctx.extensions.track(obj, refs);
-    }
     let candidates = ctx.registry.candidates(&ctx.target.group_kind());
     let chosen: Vec<(Candidate, Option<Reason>)> = match ctx.settings.selection {
         SelectionMode::All => selection::select_all(&candidates)
@@ -207,7 +204,8 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
                     let message = format!(
                         "implementation {implementation} (recorded in status.implementation) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation"
                     );
-                    return wait_for_plugin(obj, ctx, "PluginUnavailable", message).await;
+                    let need = Need::Implementation(implementation);
+                    return wait_for_plugin(obj, ctx, need, "PluginUnavailable", message).await;
                 }
                 Selection::NoCandidates => vec![],
             }
@@ -219,7 +217,16 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             ctx.target.display(),
             ctx.registry.socket_path().display()
         );
-        return wait_for_plugin(obj, ctx, "NoPlugin", message).await;
+        return wait_for_plugin(obj, ctx, Need::AnyPlugin, "NoPlugin", message).await;
+    }
+    // With one implementation per object, reaching it ends the wait; with
+    // every plugin, the object waits on for plugins that have not served it.
+    match ctx.settings.selection {
+        SelectionMode::Preferred => ctx.waiting.done(&ctx.object_ref(obj)),
+        SelectionMode::All => ctx.waiting.wait(
+            ctx.object_ref(obj),
+            Need::PluginBeyond(chosen.iter().map(|(c, _)| c.plugin.clone()).collect()),
+        ),
     }
 
     let plugins: Vec<Arc<PluginInstance>> = chosen
@@ -284,22 +291,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
     let (resolution, resolved) = match &refs {
         Ok(refs) => {
             let resolution = ctx.extensions.resolve(obj, refs).await;
-            let ok = resolution.problems.is_empty();
-            let condition = if ok {
-                Condition::new(
-                    types::EXTENSIONS_RESOLVED,
-                    true,
-                    "Resolved",
-                    format!("{} extension(s) found", resolution.found.len()),
-                )
-            } else {
-                Condition::new(
-                    types::EXTENSIONS_RESOLVED,
-                    false,
-                    "ExtensionNotFound",
-                    resolution.problems.join("; "),
-                )
-            };
+            let condition = resolution.condition();
             (resolution, condition)
         }
         Err(message) => (
@@ -329,18 +321,23 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             extensions_resolved: resolved.clone(),
         };
         write_operator_status(obj, ctx, implementation, &conditions, &[]).await?;
-        ctx.events
-            .publish(
-                &status::reference(obj),
-                Severity::Warning,
-                &resolved.reason,
-                "ResolveExtensions",
-                resolved.message.clone(),
-            )
-            .await;
+        // Waiting for a watch's first list is routine and short; a missing
+        // or malformed extension is something a person has to fix.
+        if resolution.waiting.is_empty() {
+            ctx.events
+                .publish(
+                    &status::reference(obj),
+                    Severity::Warning,
+                    &resolved.reason,
+                    "ResolveExtensions",
+                    resolved.message.clone(),
+                )
+                .await;
+        }
         ctx.metrics.count_reconcile("waiting");
-        // A watch on the extension kind wakes us up when it appears; the
-        // backoff is a safety net (e.g. for a kind whose CRD is missing).
+        // The extension watch wakes us up when the extension appears or its
+        // first list is in; the backoff is a safety net (e.g. for a kind
+        // whose CRD is missing, or a watch the API server refuses).
         return Ok(Action::requeue(ctx.failures.failed(&uid)));
     }
 
@@ -587,9 +584,18 @@ fn with_plugin(label: &str, message: &str) -> String {
 async fn wait_for_plugin(
     obj: &DynamicObject,
     ctx: &Context,
+    need: Need,
     reason: &str,
     message: String,
 ) -> Result<Action, ReconcileError> {
+    let object = ctx.object_ref(obj);
+    ctx.waiting.wait(object.clone(), need.clone());
+    // A plugin that became ready after the candidates were read, and before
+    // the wait was recorded, has woken nobody: look once more.
+    if need.met_by(&ctx.registry.candidates(&ctx.target.group_kind())) {
+        ctx.waiting.done(&object);
+        return Ok(Action::requeue(Duration::ZERO));
+    }
     let conditions = OperatorConditions {
         plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message.clone()),
         extensions_resolved: Condition::unknown(
@@ -615,8 +621,8 @@ async fn wait_for_plugin(
         )
         .await;
     ctx.metrics.count_reconcile("waiting");
-    // The registry triggers a reconcile of every object when a plugin
-    // registers; no polling needed.
+    // The registry wakes the object when a plugin that meets its need is
+    // ready (crate::waiting); no polling needed.
     Ok(Action::await_change())
 }
 
@@ -762,6 +768,7 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
         .any(|f| f == &ctx.settings.finalizer)
     {
         ctx.extensions.forget(obj);
+        ctx.waiting.done(&ctx.object_ref(obj));
         return Ok(Action::await_change());
     }
     let uid = obj.uid().unwrap_or_default();
@@ -778,13 +785,22 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
                         "cannot finalize: implementation {recorded} has no ready plugin; the object stays until it is back (to skip clean-up, remove the finalizer {} by hand)",
                         ctx.settings.finalizer
                     );
-                    return wait_for_plugin(obj, ctx, "PluginUnavailable", message).await;
+                    let need = Need::Implementation(recorded.to_owned());
+                    return wait_for_plugin(obj, ctx, need, "PluginUnavailable", message).await;
                 }
             },
         },
     };
     let found = match references(obj, &ctx.settings.extensions_field) {
-        Ok(refs) => ctx.extensions.resolve(obj, &refs).await.found,
+        Ok(refs) => {
+            let resolution = ctx.extensions.resolve(obj, &refs).await;
+            if !resolution.waiting.is_empty() {
+                // Finalize gets the same extensions Reconcile would; the
+                // end of the watch's first list wakes us up.
+                return Ok(Action::requeue(ctx.failures.failed(&uid)));
+            }
+            resolution.found
+        }
         Err(_) => Vec::new(),
     };
     for candidate in &targets {
@@ -869,6 +885,7 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
     remove_finalizer(obj, ctx).await?;
     ctx.failures.reset(&uid);
     ctx.extensions.forget(obj);
+    ctx.waiting.done(&ctx.object_ref(obj));
     ctx.events
         .publish(
             &reference,

@@ -23,9 +23,9 @@ use crate::registry::Registry;
 pub struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
-    /// Marks the controller ready.
-    pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
+    /// Marks the controller ready; true the first time.
+    pub fn set_ready(&self) -> bool {
+        !self.0.swap(true, Ordering::AcqRel)
     }
 
     fn is_ready(&self) -> bool {
@@ -40,20 +40,32 @@ struct AppState {
     readiness: Readiness,
 }
 
-/// Serves the endpoints on `addr` until `shutdown` resolves.
+/// Binds `addr` for [`serve`]. Binding first makes a taken port a start-up
+/// error, not a log line.
 ///
 /// # Errors
 /// [`crate::Error::Http`] when `addr` cannot be bound.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, crate::Error> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| crate::Error::Http { addr, source })
+}
+
+/// Serves the endpoints on `listener` until `shutdown` resolves.
+///
+/// # Errors
+/// [`crate::Error::Http`] when serving fails.
 pub async fn serve(
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     metrics: Metrics,
     registry: Registry,
     readiness: Readiness,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| crate::Error::Http { addr, source })?;
+    let addr = listener.local_addr().map_err(|source| crate::Error::Http {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     let app = Router::new()
         .route("/metrics", get(metrics_text))

@@ -34,6 +34,7 @@ pub mod registry;
 pub mod selection;
 pub mod status;
 pub mod target;
+pub mod waiting;
 
 mod run;
 
@@ -56,8 +57,10 @@ pub enum Error {
     /// Serving the registry failed.
     #[error("registry: {0}")]
     Serve(#[source] tonic::transport::Error),
-    /// The metrics/health endpoint failed.
-    #[error("cannot serve HTTP on {addr}: {source}")]
+    /// The metrics/health endpoint could not be bound or failed.
+    #[error(
+        "--metrics-addr {addr}: {source}; is another process (another kplug-operator?) using it? Choose another address with --metrics-addr"
+    )]
     Http {
         /// The address.
         addr: std::net::SocketAddr,

@@ -19,7 +19,8 @@
 //! # Guarantees
 //! - Every change (registered, ready, replaced, removed) bumps the counter
 //!   returned by [`Registry::changes`], so waiting resources are reconciled
-//!   as soon as a plugin arrives, not at the next resync.
+//!   as soon as a plugin arrives, not at the next resync
+//!   ([`crate::waiting`] decides which).
 //! - Calls in flight keep the instance they started on; [`Registry::call`]
 //!   retries transport failures on whatever instance is current.
 //!
@@ -255,12 +256,38 @@ impl Registry {
 
     /// Binds `registry.sock` (replacing a stale one), serves the Registry
     /// service and runs garbage collection until `shutdown` resolves.
+    ///
+    /// # Errors
+    /// [`crate::Error::Bind`] when the socket cannot be bound (a live
+    /// registry serves it, or the directory is not writable), and
+    /// [`crate::Error::Serve`] when serving fails.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), crate::Error> {
+        let listener = self.bind().await?;
+        self.serve_on(listener, shutdown).await
+    }
+
+    /// Binds `registry.sock`, replacing a stale one. Binding before anything
+    /// else starts makes a taken socket a start-up error, not a log line.
+    ///
+    /// # Errors
+    /// [`crate::Error::Bind`] with the path and what to do.
+    pub async fn bind(&self) -> Result<tokio::net::UnixListener, crate::Error> {
+        Ok(kplug_proto::socket::bind(&self.socket_path()).await?)
+    }
+
+    /// [`Self::serve`] on a socket from [`Self::bind`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Serve`] when serving fails.
+    pub async fn serve_on(
+        self,
+        listener: tokio::net::UnixListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), crate::Error> {
         let path = self.socket_path();
-        let listener = kplug_proto::socket::bind(&path).await?;
         *self
             .shared
             .started

@@ -10,7 +10,7 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{UnboundedReceiverStream, WatchStream};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::backoff::{Backoff, FailureTracker};
 use crate::controller::{self, Context, Settings};
@@ -20,6 +20,7 @@ use crate::http::{self, Readiness};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, RegistryConfig};
 use crate::target::Target;
+use crate::waiting::{Waiting, Wakeups, wake_on_changes};
 
 /// Everything [`run`] needs.
 #[derive(Clone, Debug)]
@@ -86,11 +87,19 @@ pub async fn run(
             let _ = stopped.wait_for(|s| *s).await;
         }
     };
-    let mut registry_task = tokio::spawn(registry.clone().serve(until_stopped()));
+    // Bind everything before serving anything: a taken port or socket
+    // stops the operator with a clear error instead of a dropped task.
+    let registry_socket = registry.bind().await?;
+    let http_listener = match config.metrics_addr {
+        Some(addr) => Some(http::bind(addr).await?),
+        None => None,
+    };
+    let mut registry_task =
+        tokio::spawn(registry.clone().serve_on(registry_socket, until_stopped()));
     let readiness = Readiness::default();
-    let http_task = config.metrics_addr.map(|addr| {
+    let http_task = http_listener.map(|listener| {
         tokio::spawn(http::serve(
-            addr,
+            listener,
             metrics.clone(),
             registry.clone(),
             readiness.clone(),
@@ -98,12 +107,14 @@ pub async fn run(
         ))
     });
 
-    let (trigger, triggered) = mpsc::unbounded_channel();
+    // Objects to reconcile now: their extensions changed, or the registry
+    // has what they wait for.
+    let (wake, woken) = mpsc::unbounded_channel();
     let extensions = Extensions::new(
         client.clone(),
         target.api_resource.clone(),
         config.namespace.clone(),
-        trigger,
+        wake.clone(),
     );
     let api: Api<DynamicObject> = match &config.namespace {
         Some(ns) if target.namespaced => {
@@ -113,16 +124,35 @@ pub async fn run(
     };
     let writer = Writer::new(target.api_resource.clone());
     let store = writer.as_reader();
+    // Ready once the first list is in the cache. This is read off the
+    // stream rather than from `store.wait_until_ready()`: that future keeps
+    // only the waker of its last poller, and the controller polls it too, so
+    // a second waiter is never woken (and /readyz stayed 503 forever).
+    let synced = readiness.clone();
     // Our own status writes must not trigger reconciles (that would loop):
     // only spec changes (generation) do, and deletion marks bump generation.
     let objects = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
+        .inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) && synced.set_ready() {
+                tracing::info!("controller cache synced; ready");
+            }
+        })
         .applied_objects()
         .predicate_filter(predicates::generation, PredicateConfig::default());
-    // Any registry change (a plugin registered, became ready, went away)
-    // reconciles every object, so waiting ones converge at once.
-    let registry_changes = WatchStream::from_changes(registry.changes()).map(|_| ());
+    // A registry change (a plugin registered, became ready, went away)
+    // reconciles only the objects it concerns (crate::waiting).
+    let waiting = Arc::new(Waiting::default());
+    let wakeups = tokio::spawn(wake_on_changes(Wakeups {
+        registry: registry.clone(),
+        waiting: Arc::clone(&waiting),
+        kind: target.group_kind(),
+        api_resource: target.api_resource.clone(),
+        store: store.clone(),
+        grace: config.registry.heartbeat_ttl,
+        wake: wake.clone(),
+    }));
 
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -136,23 +166,12 @@ pub async fn run(
             Duration::from_millis(500),
             Duration::from_secs(300),
         )),
+        waiting,
     });
-
-    {
-        let store = store.clone();
-        let readiness = readiness.clone();
-        tokio::spawn(async move {
-            if store.wait_until_ready().await.is_ok() {
-                readiness.set_ready();
-                tracing::info!("controller cache synced; ready");
-            }
-        });
-    }
 
     let controller = Controller::for_stream_with(objects, store, target.api_resource.clone())
         .with_config(kube::runtime::Config::default().concurrency(config.concurrency))
-        .reconcile_all_on(registry_changes)
-        .reconcile_on(UnboundedReceiverStream::new(triggered))
+        .reconcile_on(UnboundedReceiverStream::new(woken))
         .graceful_shutdown_on(until_stopped())
         .run(controller::reconcile, controller::error_policy, ctx)
         .for_each(|result| async move {
@@ -178,6 +197,7 @@ pub async fn run(
     if !registry_task.is_finished() {
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut registry_task).await;
     }
+    wakeups.abort();
     if let Some(task) = http_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }

@@ -118,6 +118,15 @@ pub fn select_all(candidates: &[Candidate]) -> Vec<Candidate> {
     ordered
 }
 
+/// The implementation recorded in the object's `status.implementation`.
+pub fn recorded_implementation(obj: &kube::api::DynamicObject) -> Option<&str> {
+    obj.data
+        .get("status")?
+        .get("implementation")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

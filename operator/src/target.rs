@@ -35,8 +35,9 @@ impl Target {
     /// Finds `resource` on the API server.
     ///
     /// # Errors
-    /// [`crate::Error::Resource`] when the string is malformed or the API
-    /// server does not serve that kind.
+    /// [`crate::Error::Resource`] when the string is malformed, the API
+    /// server does not serve that kind, or the kind has no `/status`
+    /// subresource.
     pub async fn discover(client: &kube::Client, resource: &str) -> Result<Self, crate::Error> {
         let gvk = parse(resource)?;
         let (api_resource, caps) = pinned_kind(client, &gvk).await.map_err(|e| crate::Error::Resource {
@@ -45,6 +46,21 @@ impl Target {
                 "the API server does not serve it ({e}); check the spelling (kinds are CamelCase) and that its CRD is installed: kubectl get crd"
             ),
         })?;
+        // Everything the operator writes goes to /status; without the
+        // subresource every write would fail on every object, forever.
+        if !caps
+            .subresources
+            .iter()
+            .any(|(sub, _)| sub.plural == "status")
+        {
+            return Err(crate::Error::Resource {
+                resource: resource.to_owned(),
+                message: format!(
+                    "{} has no status subresource, and kplug writes conditions and the plugins' status there; add `subresources: {{status: {{}}}}` to version {} in its CRD (spec.versions[].subresources), and keep unknown status fields (x-kubernetes-preserve-unknown-fields: true on status)",
+                    api_resource.plural, api_resource.version
+                ),
+            });
+        }
         Ok(Self {
             api_resource,
             namespaced: caps.scope == Scope::Namespaced,

@@ -350,3 +350,102 @@ async fn unknown_or_malformed_resource_fails_fast_with_a_clear_error() {
         assert!(stderr.contains(expected), "{resource}: {stderr}");
     }
 }
+
+/// Runs `kplug-operator` with `args` until it exits (it must, quickly).
+async fn operator_exit(args: &[&str], socket_dir: &std::path::Path) -> (Option<i32>, String) {
+    let output = tokio::time::timeout(
+        T,
+        tokio::process::Command::new(kplug_testenv::workspace_binary("kplug-operator"))
+            .args(args)
+            .arg("--socket-dir")
+            .arg(socket_dir)
+            .env(
+                "KUBECONFIG",
+                kplug_testenv::control_plane().kubeconfig_path(),
+            )
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the operator must exit, not run on")
+    .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+const NO_STATUS_CRD: &str = r"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: farewells.nostatus.kplug.test
+spec:
+  group: nostatus.kplug.test
+  scope: Namespaced
+  names: {plural: farewells, singular: farewell, kind: Farewell}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+";
+
+/// A taken `--metrics-addr`, a registry socket another operator serves and
+/// a kind without a `/status` subresource each stop the operator at start,
+/// with exit code 2 and a message that says what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without_status() {
+    let w = world("startup", &[]).await;
+    let resource = ["--resource", "myorg.org/v1alpha1/DatabaseTable"];
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    let free_dir = tempfile::tempdir().unwrap();
+    let (code, stderr) = operator_exit(
+        &[&resource[..], &["--metrics-addr", &taken]].concat(),
+        free_dir.path(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--metrics-addr {taken}")) && stderr.contains("in use"),
+        "{stderr}"
+    );
+
+    // `w`'s operator serves registry.sock in w.sockets.
+    let (code, stderr) = operator_exit(
+        &[&resource[..], &["--metrics-addr", "127.0.0.1:0"]].concat(),
+        w.sockets.path(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("registry.sock is served by another live process"),
+        "{stderr}"
+    );
+
+    kplug_testenv::install_crd_yaml(&w.client, NO_STATUS_CRD)
+        .await
+        .unwrap();
+    let (code, stderr) = operator_exit(
+        &[
+            "--resource",
+            "nostatus.kplug.test/v1/Farewell",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        free_dir.path(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("farewells has no status subresource")
+            && stderr.contains("subresources: {status: {}}"),
+        "{stderr}"
+    );
+}

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod api_proxy;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -49,6 +51,21 @@ pub struct World {
 }
 
 pub async fn world(prefix: &str, operator_args: &[&str]) -> World {
+    world_with_kubeconfig(
+        prefix,
+        operator_args,
+        kplug_testenv::control_plane().kubeconfig_path(),
+    )
+    .await
+}
+
+/// [`world`] with an operator that reaches the API server through
+/// `kubeconfig` (e.g. an [`api_proxy::ApiProxy`]'s).
+pub async fn world_with_kubeconfig(
+    prefix: &str,
+    operator_args: &[&str],
+    kubeconfig: &Path,
+) -> World {
     let client = kplug_testenv::client().await;
     kplug_testenv::install_crd_yaml(&client, CRDS)
         .await
@@ -58,7 +75,7 @@ pub async fn world(prefix: &str, operator_args: &[&str]) -> World {
         .expect("namespace");
     let sockets = tempfile::tempdir().expect("socket dir");
     let metrics_port = free_port();
-    let operator = spawn_operator(&ns, sockets.path(), metrics_port, operator_args);
+    let operator = spawn_operator(&ns, sockets.path(), metrics_port, operator_args, kubeconfig);
     let log = sockets.path().join("calls.jsonl");
     let world = World {
         client,
@@ -92,7 +109,13 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-pub fn spawn_operator(ns: &str, sockets: &Path, metrics_port: u16, extra: &[&str]) -> Child {
+pub fn spawn_operator(
+    ns: &str,
+    sockets: &Path,
+    metrics_port: u16,
+    extra: &[&str],
+    kubeconfig: &Path,
+) -> Child {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
     cmd.args([
         "--resource",
@@ -105,10 +128,7 @@ pub fn spawn_operator(ns: &str, sockets: &Path, metrics_port: u16, extra: &[&str
     .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
     .args(["--heartbeat-interval", "500ms"])
     .args(extra)
-    .env(
-        "KUBECONFIG",
-        kplug_testenv::control_plane().kubeconfig_path(),
-    )
+    .env("KUBECONFIG", kubeconfig)
     .env("RUST_LOG", "info,kplug_operator=debug")
     // Registry events go to a (pretend) operator Pod in the test namespace.
     .env("POD_NAME", "kplug-operator-0")

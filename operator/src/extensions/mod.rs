@@ -15,29 +15,45 @@
 //! - [`references`] reads the list; a malformed entry is a problem named in
 //!   the `ExtensionsResolved` condition, not a crash.
 //! - [`Extensions::resolve`] finds each kind with API discovery (any group,
-//!   any CRD) and gets the object from the base object's namespace.
-//! - [`Extensions::track`] remembers which base references which extension
-//!   and starts one watch per extension kind. When an extension's spec
-//!   changes (its `metadata.generation`), or it appears or disappears, the
-//!   bases that reference it are reconciled. Status-only changes of an
-//!   extension (the plugin's own writes) do not trigger anything.
+//!   any CRD), starts one watch per kind, and reads the objects from that
+//!   watch's cache, in the base object's namespace. It records which version
+//!   of each extension the base was given.
+//! - Whenever a watch learns the state of an extension (an event, or the end
+//!   of a list or relist), every base that was given another version, or
+//!   that found it missing, is reconciled. Status-only changes of an
+//!   extension (the plugin's own writes) change no version and wake nobody.
+//!
+//! # Guarantees
+//! - No edit is lost: the comparison is with what each base saw, not with
+//!   the previous event, so an edit made before the first list or while the
+//!   watch relists is found when the list completes.
+//! - A base is never given extensions from a watch that has not listed yet:
+//!   [`Resolution::waiting`] says so, and the end of the first list
+//!   reconciles it.
 //!
 //! # Caveats
 //! - References must stay in the base object's namespace (like most
 //!   Kubernetes references); a different `namespace` is refused.
+//! - The cache holds every object of each referenced kind in the watched
+//!   namespace(s), like any kube-rs reflector.
 
-use std::collections::{HashMap, HashSet};
+mod seen;
+mod watch;
+
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
+
+use crate::status::{Condition, types};
+use seen::{ExtKey, Seen, SeenTable};
+use watch::KindWatch;
 
 /// One entry of the extensions list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -127,9 +143,39 @@ pub struct Resolution {
     pub found: Vec<DynamicObject>,
     /// One message per reference that could not be resolved.
     pub problems: Vec<String>,
+    /// One message per kind whose watch has not listed yet; the base is
+    /// reconciled again once it has.
+    pub waiting: Vec<String>,
 }
 
-type ExtKey = (String, String, Option<String>, String); // group, kind, namespace, name
+impl Resolution {
+    /// The `ExtensionsResolved` condition this resolution amounts to.
+    pub fn condition(&self) -> Condition {
+        if !self.problems.is_empty() {
+            Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                false,
+                "ExtensionNotFound",
+                self.problems.join("; "),
+            )
+        } else if !self.waiting.is_empty() {
+            Condition::unknown(
+                types::EXTENSIONS_RESOLVED,
+                "WaitingForExtensionWatch",
+                self.waiting.join("; "),
+            )
+        } else {
+            Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                true,
+                "Resolved",
+                format!("{} extension(s) found", self.found.len()),
+            )
+        }
+    }
+}
+
+type BaseRef = ObjectRef<DynamicObject>;
 
 /// Resolves and watches extensions. Shared by all reconciles.
 pub struct Extensions {
@@ -137,10 +183,9 @@ pub struct Extensions {
     namespace: Option<String>,
     base: ApiResource,
     kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, Scope)>>,
-    watched: Mutex<HashSet<(String, String)>>,
-    referenced_by: Mutex<HashMap<ExtKey, HashSet<ObjectRef<DynamicObject>>>>,
-    references_of: Mutex<HashMap<ObjectRef<DynamicObject>, Vec<ExtKey>>>,
-    trigger: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    watches: Mutex<HashMap<(String, String), Arc<KindWatch>>>,
+    seen: Mutex<SeenTable<BaseRef>>,
+    trigger: mpsc::UnboundedSender<BaseRef>,
 }
 
 impl std::fmt::Debug for Extensions {
@@ -159,21 +204,22 @@ impl Extensions {
         client: Client,
         base: ApiResource,
         namespace: Option<String>,
-        trigger: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+        trigger: mpsc::UnboundedSender<BaseRef>,
     ) -> Arc<Self> {
         Arc::new(Self {
             client,
             namespace,
             base,
             kinds: Mutex::default(),
-            watched: Mutex::default(),
-            referenced_by: Mutex::default(),
-            references_of: Mutex::default(),
+            watches: Mutex::default(),
+            seen: Mutex::default(),
             trigger,
         })
     }
 
-    /// Gets every referenced extension of `base`.
+    /// Reads every referenced extension of `base` from the watch caches,
+    /// and records what `base` was given, so that any other version of them
+    /// reconciles it.
     pub async fn resolve(
         self: &Arc<Self>,
         base: &DynamicObject,
@@ -181,36 +227,82 @@ impl Extensions {
     ) -> Resolution {
         let mut resolution = Resolution::default();
         let namespace = base.namespace();
+        let mut seen = Vec::with_capacity(refs.len());
         for r in refs {
-            let (ar, scope) = match self.kind(r).await {
-                Ok(found) => found,
-                Err(message) => {
-                    resolution.problems.push(message);
+            let watch = match self.watch_for(r).await {
+                Ok(watch) => watch,
+                Err(problem) => {
+                    resolution.problems.push(problem);
                     continue;
                 }
             };
-            self.watch(&ar, &scope);
-            let api: Api<DynamicObject> = match (&scope, &namespace) {
-                (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                _ => Api::all_with(self.client.clone(), &ar),
+            let key = ExtKey {
+                group: r.group().to_owned(),
+                kind: r.kind.clone(),
+                namespace: namespace.clone(),
+                name: r.name.clone(),
             };
-            match api.get_opt(&r.name).await {
-                Ok(Some(obj)) => resolution.found.push(obj),
-                Ok(None) => resolution.problems.push(format!(
-                    "extension {} {} not found{}",
-                    r.kind,
-                    r.name,
-                    namespace
-                        .as_deref()
-                        .map(|n| format!(" in namespace {n}"))
-                        .unwrap_or_default()
-                )),
-                Err(e) => resolution
-                    .problems
-                    .push(format!("extension {} {}: {e}", r.kind, r.name)),
-            }
+            let current = match watch.get(namespace.as_deref(), &r.name) {
+                Ok(Some(obj)) => {
+                    let version = seen::Version::of(&obj);
+                    resolution.found.push(obj.as_ref().clone());
+                    Seen::At(version)
+                }
+                Ok(None) => {
+                    resolution.problems.push(format!(
+                        "extension {} {} not found{}",
+                        r.kind,
+                        r.name,
+                        namespace
+                            .as_deref()
+                            .map(|n| format!(" in namespace {n}"))
+                            .unwrap_or_default()
+                    ));
+                    Seen::Absent
+                }
+                Err(waiting) => {
+                    if !resolution.waiting.contains(&waiting) {
+                        resolution.waiting.push(waiting);
+                    }
+                    Seen::Unsynced
+                }
+            };
+            seen.push((key, current, watch));
         }
+        self.record(base, seen);
         resolution
+    }
+
+    /// Records what `base` saw. Under the same lock as the watches' checks,
+    /// what it saw is compared with the caches once more: a change that
+    /// landed between the read and now wakes it here, and a later one wakes
+    /// it from the watch.
+    fn record(&self, base: &DynamicObject, seen: Vec<(ExtKey, Seen, Arc<KindWatch>)>) {
+        let base_ref = ObjectRef::from_obj_with(base, self.base.clone());
+        let mut table = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let entries: Vec<(ExtKey, Seen)> = seen
+            .iter()
+            .map(|(key, version, _)| (key.clone(), version.clone()))
+            .collect();
+        table.record(&base_ref, &entries);
+        let stale = seen.iter().any(|(key, version, watch)| {
+            let current = watch.current(key);
+            current != Seen::Unsynced && current != *version
+        });
+        drop(table);
+        if stale {
+            tracing::debug!(base = %base_ref, "an extension changed while it was resolved; reconciling again");
+            let _ = self.trigger.send(base_ref);
+        }
+    }
+
+    /// Forgets a deleted base.
+    pub fn forget(&self, base: &DynamicObject) {
+        let base_ref = ObjectRef::from_obj_with(base, self.base.clone());
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(&base_ref);
     }
 
     /// How to reach `ext` (as discovered when it was resolved).
@@ -229,51 +321,47 @@ impl Extensions {
             .unwrap_or_else(|| ApiResource::from_gvk(&gvk))
     }
 
-    /// Records that `base` references `refs`, so changes to them reconcile it.
-    pub fn track(&self, base: &DynamicObject, refs: &[ExtensionRef]) {
-        let base_ref = ObjectRef::from_obj_with(base, self.base.clone());
-        let keys: Vec<ExtKey> = refs
+    /// Wakes the bases that saw another version of `keys` than `watch` has.
+    fn wake_stale(&self, watch: &KindWatch, keys: &[ExtKey]) {
+        let table = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let stale: Vec<BaseRef> = keys
             .iter()
-            .map(|r| {
-                (
-                    r.group().to_owned(),
-                    r.kind.clone(),
-                    base.namespace(),
-                    r.name.clone(),
-                )
-            })
+            .flat_map(|key| table.stale(key, &watch.current(key)))
             .collect();
-        self.forget_ref(&base_ref);
-        let mut by = self.referenced_by.lock().unwrap_or_else(|e| e.into_inner());
-        for key in &keys {
-            by.entry(key.clone()).or_default().insert(base_ref.clone());
+        drop(table);
+        for base in stale {
+            tracing::debug!(%base, kind = watch.kind().1, "extension changed; reconciling its base");
+            let _ = self.trigger.send(base);
         }
-        self.references_of
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(base_ref, keys);
     }
 
-    /// Forgets a deleted base.
-    pub fn forget(&self, base: &DynamicObject) {
-        self.forget_ref(&ObjectRef::from_obj_with(base, self.base.clone()));
-    }
-
-    fn forget_ref(&self, base_ref: &ObjectRef<DynamicObject>) {
-        let old = self
-            .references_of
+    /// [`Self::wake_stale`] for every referenced extension of the kind.
+    fn wake_stale_kind(&self, watch: &KindWatch) {
+        let (group, kind) = watch.kind();
+        let keys = self
+            .seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(base_ref);
-        let mut by = self.referenced_by.lock().unwrap_or_else(|e| e.into_inner());
-        for key in old.into_iter().flatten() {
-            if let Some(bases) = by.get_mut(&key) {
-                bases.remove(base_ref);
-                if bases.is_empty() {
-                    by.remove(&key);
-                }
-            }
-        }
+            .keys_of_kind(group, kind);
+        self.wake_stale(watch, &keys);
+    }
+
+    /// The watch of `r`'s kind, started on first use.
+    async fn watch_for(self: &Arc<Self>, r: &ExtensionRef) -> Result<Arc<KindWatch>, String> {
+        let (ar, scope) = self.kind(r).await?;
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let watch = watches
+            .entry((ar.group.clone(), ar.kind.clone()))
+            .or_insert_with(|| {
+                KindWatch::start(
+                    &self.client,
+                    self.namespace.as_deref(),
+                    &ar,
+                    matches!(scope, Scope::Namespaced),
+                    Arc::downgrade(self),
+                )
+            });
+        Ok(Arc::clone(watch))
     }
 
     async fn kind(&self, r: &ExtensionRef) -> Result<(ApiResource, Scope), String> {
@@ -298,84 +386,6 @@ impl Extensions {
             .unwrap_or_else(|e| e.into_inner())
             .insert(gvk, found.clone());
         Ok(found)
-    }
-
-    /// Starts watching the kind once.
-    fn watch(self: &Arc<Self>, ar: &ApiResource, scope: &Scope) {
-        let kind = (ar.group.clone(), ar.kind.clone());
-        if !self
-            .watched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(kind)
-        {
-            return;
-        }
-        let api: Api<DynamicObject> = match (scope, &self.namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
-            _ => Api::all_with(self.client.clone(), ar),
-        };
-        let this = Arc::downgrade(self);
-        let ar = ar.clone();
-        tracing::info!(kind = %ar.kind, group = %ar.group, "watching extension kind");
-        tokio::spawn(async move {
-            let mut generations: HashMap<(Option<String>, String), Option<i64>> = HashMap::new();
-            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
-            let mut initialising = false;
-            while let Some(event) = stream.next().await {
-                let Some(this) = this.upgrade() else { return };
-                let changed = match event {
-                    Ok(watcher::Event::Init) => {
-                        initialising = true;
-                        None
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        initialising = false;
-                        None
-                    }
-                    Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
-                        let key = (obj.namespace(), obj.name_any());
-                        let generation = obj.metadata.generation;
-                        let previous = generations.insert(key, generation);
-                        // On (re)list we only learn the state; bases are
-                        // reconciled anyway when the controller starts.
-                        (!initialising && previous != Some(generation)).then_some(obj)
-                    }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        generations.remove(&(obj.namespace(), obj.name_any()));
-                        Some(obj)
-                    }
-                    Err(error) => {
-                        tracing::warn!(kind = %ar.kind, %error, "extension watch error; retrying");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                        None
-                    }
-                };
-                if let Some(obj) = changed {
-                    this.notify(&ar, &obj);
-                }
-            }
-        });
-    }
-
-    fn notify(&self, ar: &ApiResource, obj: &DynamicObject) {
-        let key = (
-            ar.group.clone(),
-            ar.kind.clone(),
-            obj.namespace(),
-            obj.name_any(),
-        );
-        let bases: Vec<_> = self
-            .referenced_by
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .map(|b| b.iter().cloned().collect())
-            .unwrap_or_default();
-        for base in bases {
-            tracing::debug!(extension = %obj.name_any(), base = %base, "extension changed; reconciling its base");
-            let _ = self.trigger.send(base);
-        }
     }
 }
 

@@ -1,0 +1,271 @@
+//! Objects waiting for a plugin, and which of them a registry change wakes.
+//!
+//! # Expected flow
+//! - A reconcile that finds no ready plugin for an object records what the
+//!   object needs ([`Waiting::wait`]): any plugin serving the kind, or the
+//!   one implementation recorded in its status. It then waits without a
+//!   requeue.
+//! - On every change of the registry's ready set, [`Waiting::wake`] returns
+//!   the objects whose need is now met, and forgets them; they are
+//!   reconciled at once.
+//! - A reconcile that reaches a plugin forgets the object ([`Waiting::done`]).
+//! - When a plugin leaves, nothing happens at once: a restart (a rolling
+//!   update of its container) is back within seconds. If its
+//!   implementations are still not offered after a grace period (the
+//!   heartbeat TTL), the objects recorded on them are reconciled, so that
+//!   their conditions say the plugin is unavailable ([`wake_on_changes`]).
+//!
+//! # Guarantees
+//! - A registry change reconciles only objects it can help: a plugin that
+//!   restarts with the same offers wakes nobody who was not waiting for it,
+//!   and objects in backoff keep their backoff.
+//! - With `--selection all`, each object records the plugins that served it
+//!   ([`Need::PluginBeyond`]), and a ready plugin not among them wakes it: a
+//!   plugin name new to the kind reaches every object, a new instance of a
+//!   known one reaches none.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kplug_proto::v1::GroupKind;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+
+use crate::registry::Registry;
+use crate::selection::Candidate;
+
+/// What a waiting object needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Any ready plugin that serves the kind.
+    AnyPlugin,
+    /// A ready plugin offering this implementation (the recorded one).
+    Implementation(String),
+    /// A ready plugin other than these, which served it last
+    /// (`--selection all`).
+    PluginBeyond(BTreeSet<String>),
+}
+
+impl Need {
+    /// Whether a plugin among the ready `candidates` meets this need.
+    pub fn met_by(&self, candidates: &[Candidate]) -> bool {
+        match self {
+            Need::AnyPlugin => !candidates.is_empty(),
+            Need::Implementation(implementation) => candidates
+                .iter()
+                .any(|c| &c.implementation == implementation),
+            Need::PluginBeyond(served) => candidates.iter().any(|c| !served.contains(&c.plugin)),
+        }
+    }
+}
+
+/// The table of waiting objects.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    needs: Mutex<HashMap<ObjectRef<DynamicObject>, Need>>,
+}
+
+impl Waiting {
+    /// Records that `object` waits for `need`.
+    pub fn wait(&self, object: ObjectRef<DynamicObject>, need: Need) {
+        self.needs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(object, need);
+    }
+
+    /// Forgets `object` (it reached its plugin, or is gone).
+    pub fn done(&self, object: &ObjectRef<DynamicObject>) {
+        self.needs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(object);
+    }
+
+    /// The objects whose need the ready `candidates` meet, forgotten here
+    /// (a reconcile that still finds nothing records them again).
+    pub fn wake(&self, candidates: &[Candidate]) -> Vec<ObjectRef<DynamicObject>> {
+        let mut needs = self.needs.lock().unwrap_or_else(|e| e.into_inner());
+        let woken: Vec<_> = needs
+            .iter()
+            .filter(|(_, need)| need.met_by(candidates))
+            .map(|(object, _)| object.clone())
+            .collect();
+        for object in &woken {
+            needs.remove(object);
+        }
+        woken
+    }
+}
+
+/// Where [`wake_on_changes`] looks and what it sends.
+#[derive(Clone, Debug)]
+pub struct Wakeups {
+    /// The registry whose changes are followed.
+    pub registry: Registry,
+    /// The waiting objects.
+    pub waiting: Arc<Waiting>,
+    /// The managed kind.
+    pub kind: GroupKind,
+    /// How to name its objects.
+    pub api_resource: ApiResource,
+    /// The controller's cache of its objects.
+    pub store: Store<DynamicObject>,
+    /// How long a plugin may be gone before its objects are told.
+    pub grace: Duration,
+    /// Where objects to reconcile are sent.
+    pub wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+}
+
+/// Follows the registry's changes until it is dropped: wakes the objects
+/// waiting for what became ready, and, after [`Wakeups::grace`], the
+/// objects recorded on implementations that left and did not come back.
+pub async fn wake_on_changes(w: Wakeups) {
+    let mut changes = w.registry.changes();
+    let mut previous = w.registry.candidates(&w.kind);
+    while changes.changed().await.is_ok() {
+        let current = w.registry.candidates(&w.kind);
+        for object in w.waiting.wake(&current) {
+            let _ = w.wake.send(object);
+        }
+        let offered: BTreeSet<&str> = current.iter().map(|c| c.implementation.as_str()).collect();
+        let mut left: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for gone in previous
+            .iter()
+            .filter(|c| !offered.contains(c.implementation.as_str()))
+        {
+            left.entry(gone.plugin.clone())
+                .or_default()
+                .insert(gone.implementation.clone());
+        }
+        for (plugin, implementations) in left {
+            tokio::spawn(tell_after_grace(w.clone(), plugin, implementations));
+        }
+        previous = current;
+    }
+}
+
+/// Objects recorded on implementations that are still not offered after
+/// the grace period are reconciled (and then say so). With
+/// `--selection all` nothing is recorded, and nothing is woken: the other
+/// plugins' calls do not depend on the one that left.
+async fn tell_after_grace(w: Wakeups, plugin: String, implementations: BTreeSet<String>) {
+    tokio::time::sleep(w.grace).await;
+    let offered: BTreeSet<String> = w
+        .registry
+        .candidates(&w.kind)
+        .into_iter()
+        .map(|c| c.implementation)
+        .collect();
+    let still_gone: BTreeSet<&String> = implementations.difference(&offered).collect();
+    if still_gone.is_empty() {
+        return;
+    }
+    let objects: Vec<_> = w
+        .store
+        .state()
+        .into_iter()
+        .filter(|obj| {
+            crate::selection::recorded_implementation(obj)
+                .is_some_and(|i| still_gone.contains(&i.to_owned()))
+        })
+        .collect();
+    tracing::info!(
+        plugin,
+        implementations = ?still_gone,
+        objects = objects.len(),
+        "plugin still gone after {:?}; reconciling its objects so that they say so",
+        w.grace
+    );
+    for obj in objects {
+        let _ = w.wake.send(ObjectRef::from_obj_with(
+            obj.as_ref(),
+            w.api_resource.clone(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> ObjectRef<DynamicObject> {
+        let ar = kube::api::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "myorg.org",
+            "v1alpha1",
+            "DatabaseTable",
+        ));
+        ObjectRef::new_with(name, ar).within("ns")
+    }
+
+    fn candidate(plugin: &str, implementation: &str) -> Candidate {
+        Candidate {
+            plugin: plugin.into(),
+            implementation: implementation.into(),
+        }
+    }
+
+    fn woken(objects: Vec<ObjectRef<DynamicObject>>) -> Vec<String> {
+        let mut names: Vec<_> = objects.into_iter().map(|o| o.name).collect();
+        names.sort();
+        names
+    }
+
+    fn none() -> Vec<String> {
+        Vec::new()
+    }
+
+    #[test]
+    fn a_plugin_wakes_only_the_objects_it_can_serve() {
+        let waiting = Waiting::default();
+        waiting.wait(object("any"), Need::AnyPlugin);
+        waiting.wait(object("sqlite"), Need::Implementation("SQLite".into()));
+        waiting.wait(object("maria"), Need::Implementation("MariaDB".into()));
+        let wake = waiting.wake(&[candidate("sqlite-plugin", "SQLite")]);
+        assert_eq!(woken(wake), ["any", "sqlite"]);
+        // Woken objects are forgotten; the MariaDB one still waits.
+        assert_eq!(
+            woken(waiting.wake(&[candidate("sqlite-plugin", "SQLite")])),
+            none()
+        );
+        let wake = waiting.wake(&[candidate("mariadb-plugin", "MariaDB")]);
+        assert_eq!(woken(wake), ["maria"]);
+    }
+
+    #[test]
+    fn a_change_with_nothing_ready_wakes_nobody() {
+        let waiting = Waiting::default();
+        waiting.wait(object("any"), Need::AnyPlugin);
+        waiting.wait(object("all"), Need::PluginBeyond(BTreeSet::new()));
+        assert_eq!(woken(waiting.wake(&[])), none());
+    }
+
+    #[test]
+    fn done_objects_are_not_woken() {
+        let waiting = Waiting::default();
+        waiting.wait(object("a"), Need::AnyPlugin);
+        waiting.done(&object("a"));
+        assert_eq!(woken(waiting.wake(&[candidate("p", "P")])), none());
+    }
+
+    #[test]
+    fn selection_all_wakes_an_object_for_a_plugin_that_has_not_served_it() {
+        let waiting = Waiting::default();
+        let served =
+            |names: &[&str]| Need::PluginBeyond(names.iter().map(|n| (*n).to_owned()).collect());
+        waiting.wait(object("full"), served(&["a", "b"]));
+        waiting.wait(object("partial"), served(&["a"]));
+        // b restarted: the object it served is not woken, the other one is.
+        let wake = waiting.wake(&[candidate("a", "A"), candidate("b", "B")]);
+        assert_eq!(woken(wake), ["partial"]);
+        // A plugin new to the kind reaches the rest.
+        let wake = waiting.wake(&[
+            candidate("a", "A"),
+            candidate("b", "B"),
+            candidate("c", "C"),
+        ]);
+        assert_eq!(woken(wake), ["full"]);
+    }
+}
