@@ -40,6 +40,7 @@ use crate::metrics::Metrics;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::registry::Registry;
 use crate::selection::{self, Candidate, Reason, Selection, recorded_implementation};
+use crate::share::{BUSY_REQUEUE, Shares};
 use crate::status::{self, Checked, Condition, OperatorConditions, types};
 use crate::target::Target;
 use crate::waiting::{Need, Waiting};
@@ -101,6 +102,27 @@ pub enum ReconcileError {
     },
 }
 
+impl ReconcileError {
+    /// What was being written.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Self::Write { what, .. } => what,
+        }
+    }
+
+    /// The API server's own message when it refused the request (what a
+    /// person can act on), else the error.
+    pub fn api_message(&self) -> String {
+        match self {
+            Self::Write {
+                source: kube::Error::Api(response),
+                ..
+            } => response.message.clone(),
+            Self::Write { source, .. } => source.to_string(),
+        }
+    }
+}
+
 /// Everything a reconcile needs.
 pub struct Context {
     /// API client.
@@ -121,6 +143,8 @@ pub struct Context {
     pub failures: FailureTracker,
     /// Objects waiting for a plugin; registry changes wake only these.
     pub waiting: Arc<Waiting>,
+    /// Each plugin's share of the workers.
+    pub shares: Shares,
 }
 
 impl Context {
@@ -341,6 +365,18 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
         return Ok(Action::requeue(ctx.failures.failed(&uid)));
     }
 
+    // Hold a place in each plugin's share for the calls; if one is taken,
+    // look again shortly instead of waiting here in a worker.
+    let mut places = Vec::with_capacity(chosen.len());
+    for (candidate, _) in &chosen {
+        match ctx.shares.try_take(&candidate.plugin) {
+            Some(place) => places.push(place),
+            None => {
+                ctx.metrics.count_reconcile("busy");
+                return Ok(Action::requeue(BUSY_REQUEUE));
+            }
+        }
+    }
     let mut outcomes = Vec::new();
     for (candidate, _) in &chosen {
         outcomes.push(call_reconcile(obj, ctx, candidate, &resolution.found).await?);
@@ -516,7 +552,31 @@ async fn call_reconcile(
             ));
         }
     };
-    write_plugin_status(obj, ctx, plugin, &checked).await?;
+    // The API server has the last word on the plugin's part (its schema,
+    // etcd's size limit). If it refuses, the operator's own conditions still
+    // go out below, at this generation, saying why.
+    if let Err(error) = write_plugin_status(obj, ctx, plugin, &checked).await {
+        let message = format!(
+            "the API server refused plugin {}'s status ({}): {}; nothing else of its answer was applied",
+            instance.label(),
+            error.what(),
+            error.api_message()
+        );
+        ctx.events
+            .publish(
+                &reference,
+                Severity::Warning,
+                "StatusWriteFailed",
+                "Reconcile",
+                message.clone(),
+            )
+            .await;
+        return Ok(fail(
+            "StatusWriteFailed",
+            message,
+            ctx.failures.failed(&uid),
+        ));
+    }
     for event in &checked.events {
         ctx.events
             .publish(
@@ -806,6 +866,10 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
     for candidate in &targets {
         let Some(instance) = ctx.registry.get(&candidate.plugin) else {
             continue;
+        };
+        let Some(_place) = ctx.shares.try_take(&candidate.plugin) else {
+            ctx.metrics.count_reconcile("busy");
+            return Ok(Action::requeue(BUSY_REQUEUE));
         };
         if !instance.has(Capability::Finalize) {
             continue;

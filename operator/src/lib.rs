@@ -28,10 +28,12 @@ pub mod controller;
 pub mod events;
 pub mod extensions;
 pub mod http;
+mod listener;
 pub mod metrics;
 pub mod plugin;
 pub mod registry;
 pub mod selection;
+pub mod share;
 pub mod status;
 pub mod target;
 pub mod waiting;
@@ -68,6 +70,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Settings that cannot work together.
+    #[error("{0}")]
+    Config(String),
     /// Talking to the Kubernetes API failed at start-up.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),

@@ -61,6 +61,24 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     max_in_flight: u32,
 
+    /// Largest Reconcile/Finalize response read from a plugin (e.g. 2MiB,
+    /// 512KiB); a larger one is refused before it is decoded
+    #[arg(long, default_value = "2MiB", value_parser = parse_size)]
+    max_response_size: usize,
+
+    /// Plugin names registered at once; more are refused
+    #[arg(long, default_value_t = 64)]
+    max_plugins: usize,
+
+    /// Objects reconciled at once
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
+
+    /// Reconciles one plugin may have in progress (below --workers, so that
+    /// a plugin that hangs cannot hold every worker)
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..))]
+    max_reconciles_per_plugin: u16,
+
     /// Field of the base object holding the extension references
     #[arg(long, default_value = "spec.extensions")]
     extensions_field: String,
@@ -102,6 +120,25 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
+/// Parses `2MiB`, `512KiB`, `1048576` (bytes).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; use e.g. 2MiB, 512KiB or bytes"))?;
+    let unit = match unit {
+        "" | "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use KiB or MiB")),
+    };
+    n.checked_mul(unit)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| format!("{s:?} must be more than 0 and fit in memory"))
+}
+
 fn path(field: &str) -> Vec<String> {
     field.split('.').map(str::to_owned).collect()
 }
@@ -132,6 +169,8 @@ async fn main() -> ExitCode {
             heartbeat_interval: args.heartbeat_interval,
             call_timeout: args.call_timeout,
             max_in_flight: args.max_in_flight,
+            max_response_bytes: args.max_response_size,
+            max_plugins: args.max_plugins,
             ..RegistryConfig::default()
         },
         settings: Settings {
@@ -143,6 +182,8 @@ async fn main() -> ExitCode {
             ..Settings::default()
         },
         metrics_addr: Some(args.metrics_addr),
+        concurrency: args.workers,
+        max_reconciles_per_plugin: args.max_reconciles_per_plugin,
         ..kplug_operator::Config::default()
     };
     match kplug_operator::run(client, config, shutdown_signal()).await {
@@ -177,6 +218,16 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2MiB").unwrap(), 2 * 1024 * 1024);
+        assert_eq!(parse_size("512KiB").unwrap(), 512 * 1024);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("2MB").is_err());
+        assert!(parse_size("lots").is_err());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! | `kplug_reconcile_total` | counter | `outcome` | reconciles by outcome (`ok`, `retry`, `failed`, `waiting`, `error`) |
 //! | `kplug_heartbeats_total` | counter | `result` | heartbeats received (`accepted`, `refused`) |
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -51,6 +52,8 @@ pub struct Metrics {
     call_duration: HistogramFamily,
     reconciles: Family<OutcomeLabels, Counter>,
     heartbeats: Family<ResultLabels, Counter>,
+    /// The call series of each plugin, so that they can go with it.
+    call_series: Arc<Mutex<HashMap<String, HashSet<CallLabels>>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -109,6 +112,7 @@ impl Metrics {
             call_duration,
             reconciles,
             heartbeats,
+            call_series: Arc::default(),
         }
     }
 
@@ -129,13 +133,36 @@ impl Metrics {
 
     /// Records the latency of one call to a plugin.
     pub fn observe_call(&self, plugin: &str, call: &'static str, code: &str, took: Duration) {
+        let labels = CallLabels {
+            plugin: plugin.to_owned(),
+            call,
+            code: code.to_owned(),
+        };
         self.call_duration
-            .get_or_create(&CallLabels {
-                plugin: plugin.to_owned(),
-                call,
-                code: code.to_owned(),
-            })
+            .get_or_create(&labels)
             .observe(took.as_secs_f64());
+        self.call_series
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(labels.plugin.clone())
+            .or_default()
+            .insert(labels);
+    }
+
+    /// Removes every series of `plugin` (it has been gone for the TTL), so
+    /// that plugins that come and go do not grow `/metrics` for ever.
+    pub fn forget_plugin(&self, plugin: &str) {
+        self.plugin_up.remove(&PluginLabels {
+            plugin: plugin.to_owned(),
+        });
+        let series = self
+            .call_series
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(plugin);
+        for labels in series.into_iter().flatten() {
+            self.call_duration.remove(&labels);
+        }
     }
 
     /// Counts one reconcile outcome.
@@ -189,5 +216,17 @@ mod tests {
             text.contains("kplug_reconcile_total{outcome=\"ok\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_forgotten_plugin_leaves_no_series() {
+        let m = Metrics::new();
+        m.set_plugin_up("gone", false);
+        m.observe_call("gone", "Reconcile", "Ok", Duration::from_millis(3));
+        m.observe_call("kept", "Reconcile", "Ok", Duration::from_millis(3));
+        m.forget_plugin("gone");
+        let text = m.encode();
+        assert!(!text.contains("\"gone\""), "{text}");
+        assert!(text.contains("plugin=\"kept\""), "{text}");
     }
 }

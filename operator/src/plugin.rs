@@ -61,6 +61,18 @@ pub enum CallError {
         /// The plugin name.
         plugin: String,
     },
+    /// The response was larger than the operator decodes.
+    #[error(
+        "plugin {plugin} answered {call} with more than {limit} bytes, the most the operator reads (--max-response-size); nothing of it was used: report less status"
+    )]
+    TooLarge {
+        /// The plugin name.
+        plugin: String,
+        /// The call.
+        call: &'static str,
+        /// The bound, in bytes.
+        limit: usize,
+    },
 }
 
 impl CallError {
@@ -75,6 +87,7 @@ impl CallError {
             Self::Timeout { .. } => "PluginTimeout",
             Self::Unavailable { .. } | Self::Gone { .. } => "PluginUnreachable",
             Self::Status { .. } => "PluginError",
+            Self::TooLarge { .. } => "PluginResponseTooLarge",
         }
     }
 }
@@ -104,6 +117,7 @@ pub struct PluginInstance {
     pub(crate) closed: Arc<Notify>,
     pub(crate) call_timeout: Duration,
     pub(crate) probe_timeout: Duration,
+    pub(crate) max_response_bytes: usize,
     pub(crate) metrics: Metrics,
 }
 
@@ -126,12 +140,11 @@ impl PluginInstance {
         })
     }
 
-    /// `name version (instance id)`, for messages.
+    /// `name version`, for conditions, Events and logs. The instance id is
+    /// left out on purpose: objects and Events are readable by every plugin
+    /// they are sent to, and an instance id is what Unregister names.
     pub fn label(&self) -> String {
-        format!(
-            "{} {} (instance {})",
-            self.name, self.version, self.instance_id
-        )
+        format!("{} {}", self.name, self.version)
     }
 
     pub(crate) fn touch(&self) {
@@ -214,8 +227,10 @@ impl PluginInstance {
         let remaining = deadline.saturating_sub(started.elapsed());
         let mut request = tonic::Request::new(req);
         request.set_timeout(remaining);
-        let client =
-            PluginClient::new(self.channel.clone()).max_decoding_message_size(64 * 1024 * 1024);
+        // A larger answer is refused by the decoder before it is read, so a
+        // plugin cannot make the operator hold it in memory.
+        let client = PluginClient::new(self.channel.clone())
+            .max_decoding_message_size(self.max_response_bytes);
         let result = tokio::time::timeout(remaining, f(client, request)).await;
         let (code, outcome) = match result {
             Err(_) => ("DeadlineExceeded".to_owned(), Err(timeout())),
@@ -259,6 +274,13 @@ impl PluginInstance {
                     message: status.message().to_owned(),
                 }
             }
+            // tonic's decoder refuses a message over the bound with this
+            // code, before reading it.
+            tonic::Code::OutOfRange => CallError::TooLarge {
+                plugin: self.name.clone(),
+                call,
+                limit: self.max_response_bytes,
+            },
             code => CallError::Status {
                 plugin: self.name.clone(),
                 call,

@@ -35,6 +35,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use kplug_proto::limits;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::registry_server::{Registry as RegistryApi, RegistryServer};
 use kplug_proto::v1::{
@@ -42,7 +43,6 @@ use kplug_proto::v1::{
     UnregisterResponse,
 };
 use tokio::sync::{Notify, Semaphore, watch};
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use crate::backoff::Backoff;
@@ -70,6 +70,13 @@ pub struct RegistryConfig {
     pub max_in_flight: u32,
     /// Attempts of a call that fails in transport (including the first).
     pub call_attempts: u32,
+    /// Largest `Reconcile`/`Finalize` response decoded; larger ones are
+    /// refused before decoding.
+    pub max_response_bytes: usize,
+    /// Plugin names registered at once; more are refused.
+    pub max_plugins: usize,
+    /// Connections open on `registry.sock` at once; more are closed.
+    pub max_connections: usize,
 }
 
 impl Default for RegistryConfig {
@@ -82,7 +89,26 @@ impl Default for RegistryConfig {
             handshake_timeout: Duration::from_secs(2),
             max_in_flight: 16,
             call_attempts: 4,
+            max_response_bytes: kplug_proto::limits::DEFAULT_MAX_RESPONSE_BYTES,
+            max_plugins: 64,
+            max_connections: 256,
         }
+    }
+}
+
+impl RegistryConfig {
+    /// Checks settings that cannot work together.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming the flags and what to change.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        if self.heartbeat_ttl < 2 * self.heartbeat_interval {
+            return Err(crate::Error::Config(format!(
+                "--heartbeat-ttl {:?} is shorter than twice --heartbeat-interval {:?}: every plugin would be removed between two heartbeats. Raise the TTL or shorten the interval",
+                self.heartbeat_ttl, self.heartbeat_interval
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -95,6 +121,17 @@ enum Refusal {
     Name(String),
     #[error("plugin {0}: instance_id is empty; send a fresh random id per process start")]
     InstanceId(String),
+    #[error("plugin {name}: {field} is {got}; at most {max} are accepted")]
+    TooLarge {
+        name: String,
+        field: &'static str,
+        got: usize,
+        max: usize,
+    },
+    #[error(
+        "plugin {name}: {registered} plugins are registered, the most this operator accepts (--max-plugins); remove one or raise the limit"
+    )]
+    TooMany { name: String, registered: usize },
     #[error("plugin {name}: protocol {got:?} is not supported; this operator speaks {want:?}")]
     Protocol {
         name: String,
@@ -295,9 +332,26 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         tracing::info!(socket = %path.display(), "registry listening");
         let gc = tokio::spawn(self.clone().collect_garbage());
+        let config = &self.shared.config;
+        // Every container in the pod can reach this socket: bound what one
+        // connection, one message and one request may hold. A heartbeat may
+        // include a handshake (three short calls); Unregister waits for the
+        // plugin's calls in flight (at most the call timeout).
+        let request_timeout = config.call_timeout + 4 * config.handshake_timeout;
+        let service = self
+            .service()
+            .max_decoding_message_size(limits::MAX_REGISTRY_MESSAGE_BYTES);
         let result = tonic::transport::Server::builder()
-            .add_service(self.service())
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+            .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
+            .timeout(request_timeout)
+            .http2_keepalive_interval(Some(Duration::from_secs(10)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+            .max_connection_age(MAX_CONNECTION_AGE)
+            .add_service(service)
+            .serve_with_incoming_shutdown(
+                crate::listener::incoming(listener, config.max_connections),
+                shutdown,
+            )
             .await;
         gc.abort();
         let _ = std::fs::remove_file(&path);
@@ -365,6 +419,16 @@ impl Registry {
         };
         self.shared.metrics.set_plugin_up(name, false);
         self.changed();
+        // `plugin_up 0` stays for the TTL, for alerts; then the name's
+        // series go, unless it came back.
+        let registry = self.clone();
+        let name_gone = name.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(registry.shared.config.heartbeat_ttl).await;
+            if !registry.read().contains_key(&name_gone) {
+                registry.shared.metrics.forget_plugin(&name_gone);
+            }
+        });
         let reason = if severity == Severity::Warning {
             "PluginGone"
         } else {
@@ -459,6 +523,15 @@ impl Registry {
         if req.instance_id.is_empty() {
             return Err(Refusal::InstanceId(req.name));
         }
+        if req.instance_id.len() > limits::MAX_INSTANCE_ID_LEN {
+            return Err(Refusal::TooLarge {
+                name: req.name,
+                field: "instance_id (bytes)",
+                got: req.instance_id.len(),
+                max: limits::MAX_INSTANCE_ID_LEN,
+            });
+        }
+        check_sizes(&req.name, &req.version, "", &req.offers)?;
         if req.protocol != kplug_proto::PROTOCOL {
             return Err(Refusal::Protocol {
                 name: req.name,
@@ -482,6 +555,13 @@ impl Registry {
             known.touch();
             return Ok(String::new());
         }
+        let registered = self.read().len();
+        if registered >= self.shared.config.max_plugins && self.read().get(&req.name).is_none() {
+            return Err(Refusal::TooMany {
+                name: req.name,
+                registered,
+            });
+        }
         let instance = Arc::new(self.handshake(&req).await?);
         let replaced = self.write().insert(req.name.clone(), instance.clone());
         self.watch_liveness(&instance);
@@ -498,13 +578,13 @@ impl Registry {
                     Severity::Normal,
                     "PluginReplaced",
                     format!(
-                        "plugin {} replaced {} {}; serves {offers}",
+                        "plugin {} replaced its running instance (version {}); serves {offers}",
                         instance.label(),
                         old.version,
-                        old.instance_id
                     ),
                 )
                 .await;
+                tracing::info!(plugin = %instance.name, old = %old.instance_id, new = %instance.instance_id, "instance replaced");
             }
             None => {
                 self.note(
@@ -540,7 +620,10 @@ impl Registry {
         let get_info = async {
             let mut request = Request::new(GetInfoRequest {});
             request.set_timeout(config.handshake_timeout);
-            PluginClient::new(channel.clone()).get_info(request).await
+            PluginClient::new(channel.clone())
+                .max_decoding_message_size(limits::MAX_REGISTRY_MESSAGE_BYTES)
+                .get_info(request)
+                .await
         };
         let info = match tokio::time::timeout(config.handshake_timeout, get_info).await {
             Ok(Ok(info)) => info.into_inner(),
@@ -574,6 +657,7 @@ impl Registry {
                 want: kplug_proto::PROTOCOL,
             });
         }
+        check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
         let max_in_flight = config.max_in_flight.max(1);
         let instance = PluginInstance {
             name: info.name,
@@ -595,6 +679,7 @@ impl Registry {
             closed,
             call_timeout: config.call_timeout,
             probe_timeout: config.handshake_timeout,
+            max_response_bytes: config.max_response_bytes,
             metrics: self.shared.metrics.clone(),
         };
         match instance.probe().await {
@@ -699,9 +784,53 @@ impl RegistryApi for Registry {
 
 /// Checks that `name` is a DNS label (it becomes part of socket paths, field
 /// manager names and metric labels).
+/// Streams one registry connection may have open at once (a plugin needs
+/// one or two: heartbeat and Unregister).
+const MAX_STREAMS_PER_CONNECTION: u32 = 8;
+
+/// Connections are closed (gracefully) after this long, so one that is
+/// idle or half-open gives its permit back; gRPC clients reconnect.
+const MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
+
+/// The bounds of `kplug_proto::limits` on what a plugin declares, in its
+/// heartbeat and again in `GetInfo`.
+fn check_sizes(
+    name: &str,
+    version: &str,
+    description: &str,
+    offers: &[kplug_proto::v1::Offer],
+) -> Result<(), Refusal> {
+    let too_large = |field: &'static str, got: usize, max: usize| {
+        (got > max).then(|| Refusal::TooLarge {
+            name: name.to_owned(),
+            field,
+            got,
+            max,
+        })
+    };
+    let checks = [
+        too_large("version (bytes)", version.len(), limits::MAX_VERSION_LEN),
+        too_large(
+            "description (bytes)",
+            description.len(),
+            limits::MAX_DESCRIPTION_LEN,
+        ),
+        too_large("offers", offers.len(), limits::MAX_OFFERS),
+        too_large(
+            "extensions of one offer",
+            offers.iter().map(|o| o.extensions.len()).max().unwrap_or(0),
+            limits::MAX_EXTENSIONS_PER_OFFER,
+        ),
+    ];
+    match checks.into_iter().flatten().next() {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
+    }
+}
+
 fn validate_name(name: &str) -> Result<(), Refusal> {
     let valid = !name.is_empty()
-        && name.len() <= 63
+        && name.len() <= limits::MAX_NAME_LEN
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')

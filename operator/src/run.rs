@@ -19,6 +19,7 @@ use crate::extensions::Extensions;
 use crate::http::{self, Readiness};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, RegistryConfig};
+use crate::share::Shares;
 use crate::target::Target;
 use crate::waiting::{Waiting, Wakeups, wake_on_changes};
 
@@ -37,8 +38,11 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// Name reported on Events.
     pub controller_name: String,
-    /// Objects reconciled at once.
+    /// Objects reconciled at once (the controller's workers).
     pub concurrency: u16,
+    /// Reconciles one plugin may have in progress; fewer than
+    /// `concurrency`, so that a plugin that hangs cannot take every worker.
+    pub max_reconciles_per_plugin: u16,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
             metrics_addr: None,
             controller_name: "kplug-operator".into(),
             concurrency: 8,
+            max_reconciles_per_plugin: 6,
         }
     }
 }
@@ -65,6 +70,13 @@ pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::Error> {
+    config.registry.validate()?;
+    if config.concurrency > 1 && config.max_reconciles_per_plugin >= config.concurrency {
+        return Err(crate::Error::Config(format!(
+            "--max-reconciles-per-plugin {} must be below --workers {}: a plugin that hangs would take every worker",
+            config.max_reconciles_per_plugin, config.concurrency
+        )));
+    }
     let target = Target::discover(&client, &config.resource).await?;
     tracing::info!(
         kind = %target.display(),
@@ -167,6 +179,7 @@ pub async fn run(
             Duration::from_secs(300),
         )),
         waiting,
+        shares: Shares::new(config.max_reconciles_per_plugin.into()),
     });
 
     let controller = Controller::for_stream_with(objects, store, target.api_resource.clone())

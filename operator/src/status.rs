@@ -24,6 +24,7 @@
 //!   plugin's fields (e.g. `x-kubernetes-preserve-unknown-fields: true`).
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kplug_proto::limits;
 use kplug_proto::v1::{self, ConditionStatus, EventType, Outcome};
 use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
@@ -277,18 +278,12 @@ pub fn check_reconcile(
         )?;
         extension_statuses.push((ext.clone(), status));
     }
-    let conditions = resp
-        .conditions
-        .into_iter()
-        .map(check_condition)
-        .collect::<Result<_, _>>()?;
+    let conditions = check_conditions(resp.conditions)?;
     let events = check_events(resp.events, base, sent)?;
     Ok(Checked {
         outcome,
-        message: resp.message,
-        retry_after: resp
-            .retry_after
-            .and_then(|d| std::time::Duration::try_from(d).ok()),
+        message: limits::truncate_message(&resp.message),
+        retry_after: retry_after(resp.retry_after),
         status,
         extension_statuses,
         conditions,
@@ -307,10 +302,8 @@ pub fn check_finalize(
 ) -> Result<Checked, String> {
     Ok(Checked {
         outcome: check_outcome(resp.outcome)?,
-        message: resp.message,
-        retry_after: resp
-            .retry_after
-            .and_then(|d| std::time::Duration::try_from(d).ok()),
+        message: limits::truncate_message(&resp.message),
+        retry_after: retry_after(resp.retry_after),
         status: None,
         extension_statuses: Vec::new(),
         conditions: Vec::new(),
@@ -350,6 +343,38 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
+/// A negative or unreadable delay means "now", which is then raised to the
+/// shortest delay honoured: a plugin cannot make the operator spin.
+fn retry_after(requested: Option<prost_types::Duration>) -> Option<std::time::Duration> {
+    requested
+        .map(|d| limits::clamp_retry_after(std::time::Duration::try_from(d).unwrap_or_default()))
+}
+
+fn check_conditions(conditions: Vec<v1::Condition>) -> Result<Vec<Condition>, String> {
+    if conditions.len() > limits::MAX_CONDITIONS {
+        return Err(format!(
+            "{} conditions; at most {} are accepted",
+            conditions.len(),
+            limits::MAX_CONDITIONS
+        ));
+    }
+    let mut types = std::collections::HashSet::new();
+    conditions
+        .into_iter()
+        .map(|c| {
+            let c = check_condition(c)?;
+            if types.insert(c.type_.clone()) {
+                Ok(c)
+            } else {
+                Err(format!(
+                    "condition type {:?} appears more than once; send each type once",
+                    c.type_
+                ))
+            }
+        })
+        .collect()
+}
+
 fn check_condition(c: v1::Condition) -> Result<Condition, String> {
     if c.r#type.is_empty() {
         return Err("a condition has an empty type".into());
@@ -373,7 +398,7 @@ fn check_condition(c: v1::Condition) -> Result<Condition, String> {
         } else {
             c.reason
         },
-        message: c.message,
+        message: limits::truncate_message(&c.message),
     })
 }
 
@@ -382,6 +407,13 @@ fn check_events(
     base: &DynamicObject,
     sent: &[DynamicObject],
 ) -> Result<Vec<PluginEvent>, String> {
+    if events.len() > limits::MAX_EVENTS {
+        return Err(format!(
+            "{} events; at most {} are accepted",
+            events.len(),
+            limits::MAX_EVENTS
+        ));
+    }
     events
         .into_iter()
         .map(|e| {
@@ -410,7 +442,7 @@ fn check_events(
                 } else {
                     e.reason
                 },
-                message: e.message,
+                message: limits::truncate_message(&e.message),
             })
         })
         .collect()
@@ -480,6 +512,93 @@ mod tests {
         assert_eq!(checked.status.unwrap()["tableName"], "users");
         assert_eq!(checked.extension_statuses[0].1["partitions"], 4);
         assert_eq!(checked.conditions[0].status, "True");
+    }
+
+    fn condition(type_: &str, message: &str) -> v1::Condition {
+        v1::Condition {
+            r#type: type_.into(),
+            status: ConditionStatus::True as i32,
+            reason: "R".into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn refuses_duplicate_condition_types_and_too_many_conditions_or_events() {
+        let base = obj("DatabaseTable", "users");
+        let twice = v1::ReconcileResponse {
+            conditions: vec![condition("TableReady", ""), condition("TableReady", "")],
+            ..ok()
+        };
+        let err = check_reconcile(twice, &base, &[]).unwrap_err();
+        assert!(
+            err.contains("\"TableReady\" appears more than once"),
+            "{err}"
+        );
+
+        let many = v1::ReconcileResponse {
+            conditions: (0..=limits::MAX_CONDITIONS)
+                .map(|i| condition(&format!("C{i}"), ""))
+                .collect(),
+            ..ok()
+        };
+        let err = check_reconcile(many, &base, &[]).unwrap_err();
+        assert!(err.contains("33 conditions; at most 32"), "{err}");
+
+        let event = v1::Event {
+            r#type: EventType::Normal as i32,
+            reason: "R".into(),
+            message: "m".into(),
+            regarding: None,
+        };
+        let noisy = v1::FinalizeResponse {
+            outcome: Outcome::Ok as i32,
+            events: vec![event; limits::MAX_EVENTS + 1],
+            ..Default::default()
+        };
+        let err = check_finalize(noisy, &base, &[]).unwrap_err();
+        assert!(err.contains("17 events; at most 16"), "{err}");
+    }
+
+    #[test]
+    fn long_messages_are_cut_and_retry_after_is_clamped() {
+        let base = obj("DatabaseTable", "users");
+        let long = "x".repeat(10_000);
+        let resp = v1::ReconcileResponse {
+            outcome: Outcome::Retry as i32,
+            message: long.clone(),
+            conditions: vec![condition("TableReady", &long)],
+            retry_after: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 0,
+            }),
+            ..ok()
+        };
+        let checked = check_reconcile(resp, &base, &[]).unwrap();
+        assert_eq!(checked.message.chars().count(), limits::MAX_MESSAGE_CHARS);
+        assert_eq!(
+            checked.conditions[0].message.chars().count(),
+            limits::MAX_MESSAGE_CHARS
+        );
+        assert_eq!(checked.retry_after, Some(limits::MIN_RETRY_AFTER));
+        let later = v1::ReconcileResponse {
+            retry_after: Some(prost_types::Duration {
+                seconds: 7 * 86400,
+                nanos: 0,
+            }),
+            ..ok()
+        };
+        let checked = check_reconcile(later, &base, &[]).unwrap();
+        assert_eq!(checked.retry_after, Some(limits::MAX_RETRY_AFTER));
+        let negative = v1::ReconcileResponse {
+            retry_after: Some(prost_types::Duration {
+                seconds: -5,
+                nanos: 0,
+            }),
+            ..ok()
+        };
+        let checked = check_reconcile(negative, &base, &[]).unwrap();
+        assert_eq!(checked.retry_after, Some(limits::MIN_RETRY_AFTER));
     }
 
     #[test]

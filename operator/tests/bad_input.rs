@@ -156,6 +156,30 @@ impl Plugin for Rogue {
         };
         if name == "invalid-json" {
             response.status = b"{\"rows\": 1,".to_vec();
+        } else if name == "huge-status" {
+            // 50 MB of small keys: valid JSON, so only the size bound can
+            // stop it (decoded, it would take the operator past 1 GB).
+            let mut status = String::from("{");
+            let mut i = 0;
+            while status.len() < 50_000_000 {
+                status.push_str(&format!("\"k{i}\":0,"));
+                i += 1;
+            }
+            status.push_str("\"end\":0}");
+            response.status = status.into_bytes();
+        } else if name == "too-big-for-etcd" {
+            // Within the operator's 2 MiB, over etcd's 1.5 MiB request
+            // limit: only the API server refuses it.
+            let blob = "x".repeat(1_800_000);
+            response.status = format!("{{\"blob\":\"{blob}\"}}").into_bytes();
+        } else if name == "duplicate-conditions" {
+            let condition = Condition {
+                r#type: "TableReady".into(),
+                status: ConditionStatus::True as i32,
+                reason: "Twice".into(),
+                message: String::new(),
+            };
+            response.conditions = vec![condition.clone(), condition];
         } else {
             response.extension_statuses.push(ObjectStatus {
                 target: Some(ObjectRef {
@@ -182,7 +206,7 @@ impl Plugin for Rogue {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
-    let w = world("rogue", &[]).await;
+    let w = world("rogue", &["--max-plugins", "2"]).await;
     let socket = w.sockets.path().join("plugins/rogue.sock");
     let listener = kplug_proto::socket::bind(&socket).await.unwrap();
     tokio::spawn(
@@ -214,22 +238,58 @@ async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
         .await;
     w.create_table("foreign-status", "Rogue", json!({}), false)
         .await;
+    w.create_table("huge-status", "Rogue", json!({}), false)
+        .await;
+    w.create_table("duplicate-conditions", "Rogue", json!({}), false)
+        .await;
+    w.create_table("too-big-for-etcd", "Rogue", json!({}), false)
+        .await;
     w.create_table("healthy", "PostgreSQL", json!({}), false)
         .await;
 
-    for (name, expected) in [
-        ("invalid-json", "not valid JSON"),
-        ("foreign-status", "not sent"),
+    for (name, reason, expected) in [
+        ("invalid-json", "InvalidPluginResponse", "not valid JSON"),
+        ("foreign-status", "InvalidPluginResponse", "not sent"),
+        (
+            "duplicate-conditions",
+            "InvalidPluginResponse",
+            "\"TableReady\" appears more than once",
+        ),
+        (
+            "huge-status",
+            "PluginResponseTooLarge",
+            "--max-response-size",
+        ),
+        (
+            "too-big-for-etcd",
+            "StatusWriteFailed",
+            "the API server refused plugin rogue",
+        ),
     ] {
         let table = w
-            .table_until(name, "InvalidPluginResponse", T, |t| {
-                expect_condition(t, "Reconciled", "False", "InvalidPluginResponse")
+            .table_until(name, reason, T, |t| {
+                expect_condition(t, "Reconciled", "False", reason)
             })
             .await;
         let (_, _, message) = condition(&table, "Reconciled").unwrap();
+        eprintln!("{name}: Reconciled=False {reason}: {message}");
         assert!(
             message.contains(expected) && message.contains("rogue"),
             "{name}: {message}"
+        );
+        // Written for the generation the plugin was called for, not left
+        // stale at an old one.
+        let reconciled = table
+            .data
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .and_then(|c| c.iter().find(|c| c["type"] == "Reconciled"))
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            reconciled["observedGeneration"],
+            json!(table.metadata.generation),
+            "{name}"
         );
         assert_eq!(
             table.data.pointer("/status/implementation"),
@@ -242,12 +302,37 @@ async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
         );
         let events = w.events_for(name).await;
         assert!(
+            events.iter().any(|(t, r, _)| t == "Warning" && r == reason),
+            "{events:?}"
+        );
+        // Instance ids are what Unregister names: never shown to objects.
+        assert!(!message.contains("rogue-instance"), "{message}");
+        assert!(
             events
                 .iter()
-                .any(|(t, r, _)| t == "Warning" && r == "InvalidPluginResponse"),
+                .all(|(_, _, note)| !note.contains("rogue-instance")),
             "{events:?}"
         );
     }
+    // The 50 MB answer was refused before it was decoded: the operator
+    // never came near holding it.
+    let peak = peak_rss_bytes(&w.operator);
+    assert!(
+        peak < 100 * 1024 * 1024,
+        "operator peak RSS {} MiB",
+        peak / 1024 / 1024
+    );
+    // Two plugins are registered, the most --max-plugins allows.
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &w.sockets.path().join("registry.sock"),
+    ));
+    let third = registry
+        .heartbeat(heartbeat("third", "plugins/third.sock", "Third"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!third.accepted);
+    assert!(third.reason.contains("--max-plugins"), "{}", third.reason);
     let other = w
         .api(&pg_ext_resource())
         .get("somebody-else")
@@ -351,6 +436,18 @@ async fn unknown_or_malformed_resource_fails_fast_with_a_clear_error() {
     }
 }
 
+/// The peak resident set size of a running process (VmHWM).
+fn peak_rss_bytes(child: &tokio::process::Child) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id().expect("running"))).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
 /// Runs `kplug-operator` with `args` until it exits (it must, quickly).
 async fn operator_exit(args: &[&str], socket_dir: &std::path::Path) -> (Option<i32>, String) {
     let output = tokio::time::timeout(
@@ -395,8 +492,9 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 ";
 
-/// A taken `--metrics-addr`, a registry socket another operator serves and
-/// a kind without a `/status` subresource each stop the operator at start,
+/// A taken `--metrics-addr`, a registry socket another operator serves, a
+/// TTL shorter than two heartbeats and a kind without a `/status`
+/// subresource each stop the operator at start,
 /// with exit code 2 and a message that says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without_status() {
@@ -429,6 +527,28 @@ async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without
         "{stderr}"
     );
 
+    let (code, stderr) = operator_exit(
+        &[
+            &resource[..],
+            &[
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--heartbeat-interval",
+                "5s",
+                "--heartbeat-ttl",
+                "6s",
+            ],
+        ]
+        .concat(),
+        free_dir.path(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("shorter than twice --heartbeat-interval"),
+        "{stderr}"
+    );
+
     kplug_testenv::install_crd_yaml(&w.client, NO_STATUS_CRD)
         .await
         .unwrap();
@@ -447,5 +567,60 @@ async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without
         stderr.contains("farewells has no status subresource")
             && stderr.contains("subresources: {status: {}}"),
         "{stderr}"
+    );
+}
+
+/// A plugin that hangs on ten objects holds only its share of the workers:
+/// another plugin's object still converges in seconds, not after the hung
+/// calls' deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_plugin_holds_only_its_share_of_the_workers() {
+    let w = world("share", &["--call-timeout", "60s"]).await;
+    let _hung = spawn_plugin(&w, &[]);
+    let _healthy = spawn_plugin(
+        &w,
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+        ],
+    );
+    kplug_testenv::eventually("both plugins registered", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugins_registered") == Some(2.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    for i in 0..10 {
+        w.create_table(
+            &format!("stuck-{i}"),
+            "PostgreSQL",
+            json!({"kplug.test/behavior": "hang"}),
+            false,
+        )
+        .await;
+    }
+    // Every worker the hung plugin may have is busy before the other
+    // plugin's object arrives.
+    kplug_testenv::eventually("the hung plugin has its calls", T, || async {
+        let calls = w
+            .calls()
+            .iter()
+            .filter(|c| c["call"] == "Reconcile" && c["plugin"] == "postgresql")
+            .count();
+        (calls >= 6).then_some(()).ok_or(format!("{calls} calls"))
+    })
+    .await;
+    // T (30 s) is half the hung calls' deadline (60 s): an object that had
+    // to wait for a worker held by them cannot pass.
+    let started = std::time::Instant::now();
+    w.create_table("healthy", "MariaDB", json!({}), false).await;
+    w.table_until("healthy", "Ready while the other plugin hangs", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+    eprintln!(
+        "the healthy plugin's object converged in {:?}",
+        started.elapsed()
     );
 }

@@ -27,4 +27,5 @@ pub const DEFAULT_SOCKET_DIR: &str = "/var/run/kplug";
 /// Environment variable that overrides the socket dir.
 pub const SOCKET_DIR_ENV: &str = "KPLUG_SOCKET_DIR";
 
+pub mod limits;
 pub mod socket;
