@@ -39,7 +39,7 @@ use crate::extensions::{Extensions, Resolution, references};
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::registry::Registry;
-use crate::selection::{self, Candidate, Reason, Selection, recorded_implementation};
+use crate::selection::{self, Candidate, Reason, Recorded, Selection};
 use crate::share::{BUSY_REQUEUE, Shares};
 use crate::status::{self, Checked, Condition, OperatorConditions, types};
 use crate::target::Target;
@@ -222,13 +222,19 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             .collect(),
         SelectionMode::Preferred => {
             let preferred = field(obj, &ctx.settings.preferred_field);
-            match selection::select(recorded_implementation(obj), preferred, &candidates) {
+            match selection::select(Recorded::of(obj).as_ref(), preferred, &candidates) {
                 Selection::Chosen { candidate, reason } => vec![(candidate, Some(reason))],
-                Selection::RecordedUnavailable { implementation } => {
+                Selection::RecordedUnavailable { recorded } => {
                     let message = format!(
-                        "implementation {implementation} (recorded in status.implementation) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation"
+                        "implementation {}{} (recorded in status) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation or plugin",
+                        recorded.implementation,
+                        recorded
+                            .plugin
+                            .as_deref()
+                            .map(|p| format!(" of plugin {p}"))
+                            .unwrap_or_default()
                     );
-                    let need = Need::Implementation(implementation);
+                    let need = Need::Recorded(recorded);
                     return wait_for_plugin(obj, ctx, need, "PluginUnavailable", message).await;
                 }
                 Selection::NoCandidates => vec![],
@@ -270,7 +276,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
 
     // Record the choice before the plugin is called.
     if let [(candidate, Some(reason))] = chosen.as_slice()
-        && recorded_implementation(obj) != Some(candidate.implementation.as_str())
+        && Recorded::of(obj) != Some(Recorded::from(candidate))
     {
         let why = match reason {
             Reason::Preferred => "it is the preferred implementation".to_owned(),
@@ -299,7 +305,8 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
                 format!("calling plugin {}", candidate.plugin),
             ),
         };
-        write_operator_status(obj, ctx, Some(&candidate.implementation), &conditions, &[]).await?;
+        let choice = Recorded::from(candidate);
+        write_operator_status(obj, ctx, Some(&choice), &conditions, &[]).await?;
         ctx.events
             .publish(
                 &status::reference(obj),
@@ -328,10 +335,11 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             ),
         ),
     };
-    let implementation = chosen.first().map(|(c, _)| c.implementation.clone());
-    let implementation = implementation
-        .as_deref()
+    let choice = chosen
+        .first()
+        .map(|(c, _)| Recorded::from(c))
         .filter(|_| ctx.settings.selection == SelectionMode::Preferred);
+    let choice = choice.as_ref();
 
     if !resolved.is_true() {
         let conditions = OperatorConditions {
@@ -344,7 +352,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             ),
             extensions_resolved: resolved.clone(),
         };
-        write_operator_status(obj, ctx, implementation, &conditions, &[]).await?;
+        write_operator_status(obj, ctx, choice, &conditions, &[]).await?;
         // Waiting for a watch's first list is routine and short; a missing
         // or malformed extension is something a person has to fix.
         if resolution.waiting.is_empty() {
@@ -391,7 +399,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
         extensions_resolved: resolved,
         reconciled,
     };
-    write_operator_status(obj, ctx, implementation, &conditions, &plugin_conditions).await?;
+    write_operator_status(obj, ctx, choice, &conditions, &plugin_conditions).await?;
 
     // The soonest requested requeue wins; a failure anywhere backs off.
     let metric = outcomes
@@ -670,7 +678,7 @@ async fn wait_for_plugin(
             "the plugin is called once it is available",
         ),
     };
-    write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[]).await?;
+    write_operator_status(obj, ctx, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
     ctx.events
         .publish(
             &status::reference(obj),
@@ -686,10 +694,13 @@ async fn wait_for_plugin(
     Ok(Action::await_change())
 }
 
+/// Applies the operator's part of the status. `choice` must be what is
+/// recorded (or is to be): a field the operator's manager stops applying
+/// is removed by server-side apply.
 async fn write_operator_status(
     obj: &DynamicObject,
     ctx: &Context,
-    implementation: Option<&str>,
+    choice: Option<&Recorded>,
     conditions: &OperatorConditions,
     plugin_conditions: &[Condition],
 ) -> Result<(), ReconcileError> {
@@ -700,8 +711,11 @@ async fn write_operator_status(
         "observedGeneration": obj.metadata.generation,
         "conditions": status::render_conditions(previous, &all, obj.metadata.generation),
     });
-    if let Some(implementation) = implementation {
-        status["implementation"] = json!(implementation);
+    if let Some(choice) = choice {
+        status["implementation"] = json!(choice.implementation);
+        if let Some(plugin) = &choice.plugin {
+            status["plugin"] = json!(plugin);
+        }
     }
     let params = PatchParams::apply(&ctx.settings.field_manager).force();
     ctx.api(obj)
@@ -836,16 +850,16 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
     let candidates = ctx.registry.candidates(&ctx.target.group_kind());
     let targets: Vec<Candidate> = match ctx.settings.selection {
         SelectionMode::All => selection::select_all(&candidates),
-        SelectionMode::Preferred => match recorded_implementation(obj) {
+        SelectionMode::Preferred => match Recorded::of(obj) {
             None => vec![],
-            Some(recorded) => match selection::select(Some(recorded), None, &candidates) {
+            Some(recorded) => match selection::select(Some(&recorded), None, &candidates) {
                 Selection::Chosen { candidate, .. } => vec![candidate],
                 _ => {
                     let message = format!(
-                        "cannot finalize: implementation {recorded} has no ready plugin; the object stays until it is back (to skip clean-up, remove the finalizer {} by hand)",
-                        ctx.settings.finalizer
+                        "cannot finalize: implementation {} has no ready plugin; the object stays until it is back (to skip clean-up, remove the finalizer {} by hand)",
+                        recorded.implementation, ctx.settings.finalizer
                     );
-                    let need = Need::Implementation(recorded.to_owned());
+                    let need = Need::Recorded(recorded);
                     return wait_for_plugin(obj, ctx, need, "PluginUnavailable", message).await;
                 }
             },
@@ -929,7 +943,7 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
                     "Finalizing",
                     with_plugin(&instance.label(), &checked.message),
                 ));
-                write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[])
+                write_operator_status(obj, ctx, Recorded::of(obj).as_ref(), &conditions, &[])
                     .await?;
                 return Ok(Action::requeue(
                     checked.retry_after.unwrap_or(Duration::from_secs(10)),
@@ -996,7 +1010,7 @@ async fn finalize_failed(
         )
         .await;
     let conditions = finalize_conditions(Condition::new(types::RECONCILED, false, reason, message));
-    write_operator_status(obj, ctx, recorded_implementation(obj), &conditions, &[]).await?;
+    write_operator_status(obj, ctx, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
     ctx.metrics.count_reconcile("failed");
     Ok(Action::requeue(
         ctx.failures.failed(&obj.uid().unwrap_or_default()),

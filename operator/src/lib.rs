@@ -30,6 +30,7 @@ pub mod extensions;
 pub mod http;
 mod listener;
 pub mod metrics;
+pub mod ownership;
 pub mod plugin;
 pub mod registry;
 pub mod selection;

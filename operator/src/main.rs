@@ -70,6 +70,12 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     max_plugins: usize,
 
+    /// IMPLEMENTATION=PLUGIN: only PLUGIN may offer IMPLEMENTATION
+    /// (repeatable). Other implementations belong to the first plugin that
+    /// registers with them
+    #[arg(long, value_name = "IMPLEMENTATION=PLUGIN", value_parser = parse_owner)]
+    implementation_owner: Vec<(String, String)>,
+
     /// Objects reconciled at once
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
@@ -118,6 +124,18 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// Parses `SQLite=sqlite`.
+fn parse_owner(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((implementation, plugin)) if !implementation.is_empty() && !plugin.is_empty() => {
+            Ok((implementation.to_owned(), plugin.to_owned()))
+        }
+        _ => Err(format!(
+            "{s:?}: expected IMPLEMENTATION=PLUGIN, e.g. SQLite=sqlite"
+        )),
+    }
 }
 
 /// Parses `2MiB`, `512KiB`, `1048576` (bytes).
@@ -171,6 +189,7 @@ async fn main() -> ExitCode {
             max_in_flight: args.max_in_flight,
             max_response_bytes: args.max_response_size,
             max_plugins: args.max_plugins,
+            implementation_owners: args.implementation_owner,
             ..RegistryConfig::default()
         },
         settings: Settings {

@@ -41,6 +41,11 @@ struct ResultLabels {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 
 /// The operator's metrics. Cheap to clone; all clones share the values.
@@ -52,6 +57,7 @@ pub struct Metrics {
     call_duration: HistogramFamily,
     reconciles: Family<OutcomeLabels, Counter>,
     heartbeats: Family<ResultLabels, Counter>,
+    refusals: Family<ReasonLabels, Counter>,
     /// The call series of each plugin, so that they can go with it.
     call_series: Arc<Mutex<HashMap<String, HashSet<CallLabels>>>>,
 }
@@ -105,6 +111,12 @@ impl Metrics {
             "Heartbeats received by the registry",
             heartbeats.clone(),
         );
+        let refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "kplug_registrations_refused",
+            "Heartbeats refused by the registry, by reason (e.g. ImplementationOwned: an impostor)",
+            refusals.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             plugins_registered,
@@ -112,6 +124,7 @@ impl Metrics {
             call_duration,
             reconciles,
             heartbeats,
+            refusals,
             call_series: Arc::default(),
         }
     }
@@ -178,6 +191,11 @@ impl Metrics {
         self.heartbeats
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// Counts one refused heartbeat.
+    pub fn count_refusal(&self, reason: &'static str) {
+        self.refusals.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -50,6 +50,7 @@ use crate::confinement::confine;
 use crate::connection::dial;
 use crate::events::{Events, Severity};
 use crate::metrics::Metrics;
+use crate::ownership::{Impostor, Ownership};
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::selection::Candidate;
 
@@ -77,6 +78,9 @@ pub struct RegistryConfig {
     pub max_plugins: usize,
     /// Connections open on `registry.sock` at once; more are closed.
     pub max_connections: usize,
+    /// Implementation names and the plugin that owns each
+    /// (`--implementation-owner`); others are first come, first served.
+    pub implementation_owners: Vec<(String, String)>,
 }
 
 impl Default for RegistryConfig {
@@ -92,6 +96,7 @@ impl Default for RegistryConfig {
             max_response_bytes: kplug_proto::limits::DEFAULT_MAX_RESPONSE_BYTES,
             max_plugins: 64,
             max_connections: 256,
+            implementation_owners: Vec::new(),
         }
     }
 }
@@ -165,6 +170,27 @@ enum Refusal {
         protocol: String,
         want: &'static str,
     },
+    #[error(transparent)]
+    Impostor(#[from] Impostor),
+}
+
+impl Refusal {
+    /// A CamelCase code for the `reason` label of
+    /// `kplug_registrations_refused_total`.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::Name(_) => "InvalidName",
+            Self::InstanceId(_) => "InvalidInstanceId",
+            Self::TooLarge { .. } => "TooLarge",
+            Self::TooMany { .. } => "TooManyPlugins",
+            Self::Protocol { .. } => "UnsupportedProtocol",
+            Self::Socket { .. } => "SocketNotConfined",
+            Self::Dial { .. } => "DialFailed",
+            Self::GetInfo { .. } => "GetInfoFailed",
+            Self::Mismatch { .. } => "GetInfoMismatch",
+            Self::Impostor(_) => "ImplementationOwned",
+        }
+    }
 }
 
 /// The registry. Cheap to clone; clones share the table.
@@ -185,6 +211,7 @@ struct Shared {
     handshakes: tokio::sync::Mutex<()>,
     backoff: Backoff,
     started: Mutex<Option<Instant>>,
+    ownership: Ownership,
 }
 
 impl Registry {
@@ -192,6 +219,7 @@ impl Registry {
     /// recording registry Events.
     pub fn new(config: RegistryConfig, metrics: Metrics, events: Option<Events>) -> Self {
         let (changes, _) = watch::channel(0);
+        let ownership = Ownership::new(config.implementation_owners.clone(), config.heartbeat_ttl);
         Self {
             shared: Arc::new(Shared {
                 config,
@@ -202,6 +230,7 @@ impl Registry {
                 handshakes: tokio::sync::Mutex::new(()),
                 backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
                 started: Mutex::new(None),
+                ownership,
             }),
         }
     }
@@ -418,6 +447,7 @@ impl Registry {
             return false;
         };
         self.shared.metrics.set_plugin_up(name, false);
+        self.shared.ownership.release(name);
         self.changed();
         // `plugin_up 0` stays for the TTL, for alerts; then the name's
         // series go, unless it came back.
@@ -658,6 +688,10 @@ impl Registry {
             });
         }
         check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
+        self.shared.ownership.claim(
+            &info.name,
+            info.offers.iter().map(|o| o.implementation.as_str()),
+        )?;
         let max_in_flight = config.max_in_flight.max(1);
         let instance = PluginInstance {
             name: info.name,
@@ -751,6 +785,7 @@ impl RegistryApi for Registry {
         let (accepted, reason) = match result {
             Ok(note) => (true, note),
             Err(refusal) => {
+                self.shared.metrics.count_refusal(refusal.reason());
                 // Refusals are answered, not raised: the plugin logs the
                 // reason and keeps trying (a fixed plugin or a newer operator
                 // may accept it).

@@ -1,10 +1,14 @@
 //! Choosing the implementation (and so the plugin) for an object.
 //!
 //! # Expected flow (`--selection preferred`, the default)
-//! 1. An implementation already recorded in `status.implementation` is kept
-//!    (sticky): a table created in MariaDB is never silently re-created in
-//!    PostgreSQL. If no ready plugin offers it, the object waits
-//!    ([`Selection::RecordedUnavailable`]) and says so in its conditions.
+//! 1. The choice already recorded in `status.implementation` and
+//!    `status.plugin` is kept (sticky): a table created in MariaDB is never
+//!    silently re-created in PostgreSQL, and is never handed to another
+//!    plugin that later offers the same implementation name. If its plugin
+//!    is not ready, the object waits ([`Selection::RecordedUnavailable`]) and
+//!    says so in its conditions. (Objects recorded before `status.plugin`
+//!    existed bind the implementation only, until their next choice is
+//!    written.)
 //! 2. Otherwise `spec.preferredImplementation`, when a ready plugin offers it.
 //! 3. Otherwise the first ready candidate in a stable order (implementation
 //!    name, then plugin name), so every operator replica and every restart
@@ -24,6 +28,42 @@ pub struct Candidate {
     pub implementation: String,
     /// The plugin offering it.
     pub plugin: String,
+}
+
+/// The choice recorded in an object's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// `status.implementation`.
+    pub implementation: String,
+    /// `status.plugin`: the plugin chosen with it.
+    pub plugin: Option<String>,
+}
+
+impl Recorded {
+    /// What `obj`'s status records, if anything.
+    pub fn of(obj: &kube::api::DynamicObject) -> Option<Self> {
+        let status = obj.data.get("status")?;
+        let text = |key: &str| {
+            status
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        Some(Self {
+            implementation: text("implementation")?,
+            plugin: text("plugin"),
+        })
+    }
+}
+
+impl From<&Candidate> for Recorded {
+    fn from(candidate: &Candidate) -> Self {
+        Self {
+            implementation: candidate.implementation.clone(),
+            plugin: Some(candidate.plugin.clone()),
+        }
+    }
 }
 
 /// Why a candidate was chosen.
@@ -48,10 +88,10 @@ pub enum Selection {
         /// Why it was chosen.
         reason: Reason,
     },
-    /// The recorded implementation has no ready plugin: wait for it.
+    /// The recorded choice has no ready plugin: wait for it.
     RecordedUnavailable {
-        /// The implementation recorded in the status.
-        implementation: String,
+        /// What the status records.
+        recorded: Recorded,
     },
     /// No ready plugin serves the kind at all.
     NoCandidates,
@@ -67,7 +107,7 @@ pub enum Selection {
 /// assert_eq!(chosen, Selection::Chosen { candidate: pg, reason: Reason::Fallback });
 /// ```
 pub fn select(
-    recorded: Option<&str>,
+    recorded: Option<&Recorded>,
     preferred: Option<&str>,
     candidates: &[Candidate],
 ) -> Selection {
@@ -78,14 +118,19 @@ pub fn select(
             .find(|c| c.implementation.eq_ignore_ascii_case(name))
             .cloned()
     };
-    if let Some(recorded) = recorded.filter(|r| !r.is_empty()) {
-        return match offered(recorded) {
+    if let Some(recorded) = recorded.filter(|r| !r.implementation.is_empty()) {
+        let found = ordered.iter().find(|c| {
+            c.implementation
+                .eq_ignore_ascii_case(&recorded.implementation)
+                && recorded.plugin.as_ref().is_none_or(|p| *p == c.plugin)
+        });
+        return match found {
             Some(candidate) => Selection::Chosen {
-                candidate,
+                candidate: candidate.clone(),
                 reason: Reason::Recorded,
             },
             None => Selection::RecordedUnavailable {
-                implementation: recorded.to_owned(),
+                recorded: recorded.clone(),
             },
         };
     }
@@ -116,15 +161,6 @@ pub fn select_all(candidates: &[Candidate]) -> Vec<Candidate> {
     });
     ordered.dedup();
     ordered
-}
-
-/// The implementation recorded in the object's `status.implementation`.
-pub fn recorded_implementation(obj: &kube::api::DynamicObject) -> Option<&str> {
-    obj.data
-        .get("status")?
-        .get("implementation")?
-        .as_str()
-        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -177,7 +213,11 @@ mod tests {
     fn recorded_choice_is_sticky_over_preference() {
         let all = [c("PostgreSQL", "pg"), c("MariaDB", "maria")];
         assert_eq!(
-            chosen(select(Some("PostgreSQL"), Some("MariaDB"), &all)),
+            chosen(select(
+                Some(&rec("PostgreSQL", None)),
+                Some("MariaDB"),
+                &all
+            )),
             ("pg".into(), Reason::Recorded)
         );
     }
@@ -186,10 +226,36 @@ mod tests {
     fn recorded_but_gone_waits_instead_of_moving() {
         let all = [c("MariaDB", "maria")];
         assert_eq!(
-            select(Some("PostgreSQL"), Some("MariaDB"), &all),
+            select(Some(&rec("PostgreSQL", None)), Some("MariaDB"), &all),
             Selection::RecordedUnavailable {
-                implementation: "PostgreSQL".into()
+                recorded: rec("PostgreSQL", None)
             }
+        );
+    }
+
+    fn rec(implementation: &str, plugin: Option<&str>) -> Recorded {
+        Recorded {
+            implementation: implementation.into(),
+            plugin: plugin.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_recorded_plugin_binds_too() {
+        // Another plugin offering the recorded implementation name (after
+        // the owner's claim lapsed) does not get the object.
+        let all = [c("SQLite", "aaa-evil")];
+        let recorded = rec("SQLite", Some("sqlite"));
+        assert_eq!(
+            select(Some(&recorded), None, &all),
+            Selection::RecordedUnavailable {
+                recorded: recorded.clone()
+            }
+        );
+        let all = [c("SQLite", "aaa-evil"), c("SQLite", "sqlite")];
+        assert_eq!(
+            chosen(select(Some(&recorded), None, &all)),
+            ("sqlite".into(), Reason::Recorded)
         );
     }
 
@@ -197,9 +263,9 @@ mod tests {
     fn nothing_registered() {
         assert_eq!(select(None, Some("MariaDB"), &[]), Selection::NoCandidates);
         assert_eq!(
-            select(Some("X"), None, &[]),
+            select(Some(&rec("X", None)), None, &[]),
             Selection::RecordedUnavailable {
-                implementation: "X".into()
+                recorded: rec("X", None)
             }
         );
     }
@@ -208,7 +274,7 @@ mod tests {
     fn empty_strings_count_as_unset() {
         let all = [c("PostgreSQL", "pg")];
         assert_eq!(
-            chosen(select(Some(""), Some(""), &all)),
+            chosen(select(Some(&rec("", None)), Some(""), &all)),
             ("pg".into(), Reason::Fallback)
         );
     }

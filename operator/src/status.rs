@@ -43,11 +43,11 @@ pub mod types {
     /// The last plugin call succeeded.
     pub const RECONCILED: &str = "Reconciled";
     /// All of them.
-    pub const ALL: [&str; 4] = [READY, PLUGIN_AVAILABLE, EXTENSIONS_RESOLVED, RECONCILED];
+    pub const ALL: [&str; 4] = kplug_proto::RESERVED_CONDITION_TYPES;
 }
 
 /// Status keys the operator owns; plugins may not write them.
-pub const OPERATOR_KEYS: [&str; 3] = ["implementation", "observedGeneration", "conditions"];
+pub const OPERATOR_KEYS: [&str; 4] = kplug_proto::RESERVED_STATUS_KEYS;
 
 /// The field manager for a plugin's status writes.
 pub fn plugin_manager(plugin: &str) -> String {
@@ -379,7 +379,7 @@ fn check_condition(c: v1::Condition) -> Result<Condition, String> {
     if c.r#type.is_empty() {
         return Err("a condition has an empty type".into());
     }
-    if types::ALL.contains(&c.r#type.as_str()) {
+    if kplug_proto::RESERVED_CONDITION_TYPES.contains(&c.r#type.as_str()) {
         return Err(format!(
             "condition type {:?} is reserved for the operator",
             c.r#type

@@ -34,15 +34,15 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 
 use crate::registry::Registry;
-use crate::selection::Candidate;
+use crate::selection::{Candidate, Recorded};
 
 /// What a waiting object needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Need {
     /// Any ready plugin that serves the kind.
     AnyPlugin,
-    /// A ready plugin offering this implementation (the recorded one).
-    Implementation(String),
+    /// The recorded choice's plugin, offering its implementation.
+    Recorded(Recorded),
     /// A ready plugin other than these, which served it last
     /// (`--selection all`).
     PluginBeyond(BTreeSet<String>),
@@ -53,9 +53,11 @@ impl Need {
     pub fn met_by(&self, candidates: &[Candidate]) -> bool {
         match self {
             Need::AnyPlugin => !candidates.is_empty(),
-            Need::Implementation(implementation) => candidates
-                .iter()
-                .any(|c| &c.implementation == implementation),
+            Need::Recorded(recorded) => candidates.iter().any(|c| {
+                c.implementation
+                    .eq_ignore_ascii_case(&recorded.implementation)
+                    && recorded.plugin.as_ref().is_none_or(|p| *p == c.plugin)
+            }),
             Need::PluginBeyond(served) => candidates.iter().any(|c| !served.contains(&c.plugin)),
         }
     }
@@ -167,10 +169,7 @@ async fn tell_after_grace(w: Wakeups, plugin: String, implementations: BTreeSet<
         .store
         .state()
         .into_iter()
-        .filter(|obj| {
-            crate::selection::recorded_implementation(obj)
-                .is_some_and(|i| still_gone.contains(&i.to_owned()))
-        })
+        .filter(|obj| Recorded::of(obj).is_some_and(|r| still_gone.contains(&r.implementation)))
         .collect();
     tracing::info!(
         plugin,
@@ -207,6 +206,13 @@ mod tests {
         }
     }
 
+    fn recorded(implementation: &str, plugin: Option<&str>) -> Recorded {
+        Recorded {
+            implementation: implementation.into(),
+            plugin: plugin.map(str::to_owned),
+        }
+    }
+
     fn woken(objects: Vec<ObjectRef<DynamicObject>>) -> Vec<String> {
         let mut names: Vec<_> = objects.into_iter().map(|o| o.name).collect();
         names.sort();
@@ -221,8 +227,12 @@ mod tests {
     fn a_plugin_wakes_only_the_objects_it_can_serve() {
         let waiting = Waiting::default();
         waiting.wait(object("any"), Need::AnyPlugin);
-        waiting.wait(object("sqlite"), Need::Implementation("SQLite".into()));
-        waiting.wait(object("maria"), Need::Implementation("MariaDB".into()));
+        waiting.wait(object("sqlite"), Need::Recorded(recorded("SQLite", None)));
+        waiting.wait(object("maria"), Need::Recorded(recorded("MariaDB", None)));
+        waiting.wait(
+            object("bound"),
+            Need::Recorded(recorded("SQLite", Some("other-sqlite"))),
+        );
         let wake = waiting.wake(&[candidate("sqlite-plugin", "SQLite")]);
         assert_eq!(woken(wake), ["any", "sqlite"]);
         // Woken objects are forgotten; the MariaDB one still waits.

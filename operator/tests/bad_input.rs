@@ -624,3 +624,73 @@ async fn a_hanging_plugin_holds_only_its_share_of_the_workers() {
         started.elapsed()
     );
 }
+
+/// A sidecar that offers another plugin's implementation under a name that
+/// sorts first is refused: the real plugin keeps its objects, Finalize
+/// included, and the refusal is a Warning Event and a metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_implementation_is_refused_and_the_owner_keeps_its_objects() {
+    use kube::api::DeleteParams;
+
+    let w = world("impostor", &[]).await;
+    let _real = spawn_plugin(&w, &[]);
+    w.create_table("users", "PostgreSQL", json!({}), false)
+        .await;
+    w.table_until("users", "Ready on the real plugin", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+    let _impostor = spawn_plugin(&w, &[("SCRIPTED_NAME", "aaa-evil")]);
+    kplug_testenv::eventually("the impostor is refused", T, || async {
+        let m = w.metrics().await;
+        metric(
+            &m,
+            "kplug_registrations_refused_total{reason=\"ImplementationOwned\"}",
+        )
+        .filter(|n| *n >= 1.0)
+        .map(drop)
+        .ok_or(m)
+    })
+    .await;
+    let refusals = w.events_for("kplug-operator-0").await;
+    assert!(
+        refusals.iter().any(|(t, r, note)| t == "Warning"
+            && r == "PluginRefused"
+            && note.contains("belongs to plugin postgresql")
+            && note.contains("aaa-evil")),
+        "{refusals:?}"
+    );
+    // A new object, and an edit of the old one, still go to the owner.
+    w.create_table("orders", "PostgreSQL", json!({}), false)
+        .await;
+    for name in ["users", "orders"] {
+        let t = w
+            .table_until(name, "Ready", T, |t| {
+                expect_condition(t, "Ready", "True", "Reconciled")
+            })
+            .await;
+        assert_eq!(t.data.pointer("/status/plugin"), Some(&json!("postgresql")));
+    }
+    w.tables()
+        .delete("users", &DeleteParams::default())
+        .await
+        .unwrap();
+    kplug_testenv::eventually("users is gone", T, || async {
+        match w.tables().get_opt("users").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let calls = w.calls();
+    assert!(
+        calls.iter().all(|c| c["plugin"] != "aaa-evil"),
+        "the impostor was called: {calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| c["call"] == "Finalize"
+            && c["name"] == "users"
+            && c["plugin"] == "postgresql"),
+        "{calls:?}"
+    );
+}

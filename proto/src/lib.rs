@@ -27,5 +27,22 @@ pub const DEFAULT_SOCKET_DIR: &str = "/var/run/kplug";
 /// Environment variable that overrides the socket dir.
 pub const SOCKET_DIR_ENV: &str = "KPLUG_SOCKET_DIR";
 
+/// Status keys the operator owns: a plugin's status may not set them.
+/// `plugin` is the plugin chosen with `implementation`.
+pub const RESERVED_STATUS_KEYS: [&str; 4] = [
+    "implementation",
+    "plugin",
+    "observedGeneration",
+    "conditions",
+];
+
+/// Condition types the operator owns: a plugin may not report them.
+pub const RESERVED_CONDITION_TYPES: [&str; 4] = [
+    "Ready",
+    "PluginAvailable",
+    "ExtensionsResolved",
+    "Reconciled",
+];
+
 pub mod limits;
 pub mod socket;

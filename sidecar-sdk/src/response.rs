@@ -8,15 +8,9 @@ use serde_json::Value;
 
 use crate::object::Object;
 
-/// Status keys the operator owns (see the protocol).
-const RESERVED_KEYS: [&str; 3] = ["implementation", "observedGeneration", "conditions"];
-/// Condition types the operator owns.
-const RESERVED_CONDITIONS: [&str; 4] = [
-    "Ready",
-    "PluginAvailable",
-    "ExtensionsResolved",
-    "Reconciled",
-];
+use kplug_proto::{
+    RESERVED_CONDITION_TYPES as RESERVED_CONDITIONS, RESERVED_STATUS_KEYS as RESERVED_KEYS,
+};
 
 /// A plugin's answer to `Reconcile` (or `Finalize`, where only the outcome,
 /// message, retry delay and events count).

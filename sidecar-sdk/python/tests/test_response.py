@@ -71,7 +71,7 @@ def test_failed() -> None:
     assert (wire.outcome, wire.message) == (types_pb2.OUTCOME_FAILED, "no server")
 
 
-@pytest.mark.parametrize("key", ["implementation", "observedGeneration", "conditions"])
+@pytest.mark.parametrize("key", ["implementation", "plugin", "observedGeneration", "conditions"])
 def test_reserved_status_keys_are_refused_when_set(key: str) -> None:
     with pytest.raises(ValueError, match=f'status key "{key}" is reserved for the operator'):
         Response.ok(status={key: "x"})

@@ -11,7 +11,7 @@ Build one with :meth:`Response.ok`, :meth:`Response.retry` or
     )
 
 The same rules as the operator's apply, and break early here, with a message
-that says what to change: status keys ``implementation``,
+that says what to change: status keys ``implementation``, ``plugin``,
 ``observedGeneration`` and ``conditions`` and condition types ``Ready``,
 ``PluginAvailable``, ``ExtensionsResolved`` and ``Reconciled`` belong to the
 operator; statuses and events may only target objects the plugin was sent.
@@ -31,7 +31,7 @@ from google.protobuf import duration_pb2
 from kplug._proto import plugin_pb2, types_pb2
 from kplug.request import JsonObject, ObjectRef
 
-RESERVED_STATUS_KEYS = frozenset({"implementation", "observedGeneration", "conditions"})
+RESERVED_STATUS_KEYS = frozenset({"implementation", "plugin", "observedGeneration", "conditions"})
 """Status keys the operator owns; a plugin status that sets one is refused."""
 
 RESERVED_CONDITION_TYPES = frozenset(
