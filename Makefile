@@ -52,7 +52,7 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python test-rust test-python test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
+test: testenv build databases python test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -68,6 +68,16 @@ test-rust: testenv build databases python deploy-tools ## cargo test --workspace
 .PHONY: test-python
 test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 	$(MAKE) -C sidecar-sdk/python check
+
+# The Go and TypeScript SDKs have their own Makefiles (stubs generated with
+# the pinned buf, lint, unit tests, the shared conformance cases).
+.PHONY: test-go-sdk
+test-go-sdk: tools ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
+	$(MAKE) -C sidecar-sdk/go check
+
+.PHONY: test-typescript-sdk
+test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)
+	$(MAKE) -C sidecar-sdk/typescript check
 
 .PHONY: test-postgresql-plugin
 test-postgresql-plugin: databases ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL

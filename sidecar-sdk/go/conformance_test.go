@@ -1,0 +1,338 @@
+package kplug_test
+
+// The shared SDK conformance cases (sidecar-sdk/conformance/cases.json),
+// against the Go conformance plugin (internal/conformance) run as a real
+// plugin process on a real socket, with a real gRPC client: the Go twin of
+// sidecar-sdk/python/tests/test_conformance.py. The plugin's behaviour and
+// the cases' format are specified in sidecar-sdk/conformance/README.md.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplug/kplug/sidecar-sdk/go/kplugtest"
+	"github.com/kplug/kplug/sidecar-sdk/go/kplugv1"
+)
+
+const casesFile = "../conformance/cases.json"
+
+type conformanceCase struct {
+	Name    string                     `json:"name"`
+	Request map[string]json.RawMessage `json:"request"`
+	Expect  map[string]any             `json:"expect"`
+}
+
+func TestConformance(t *testing.T) {
+	data, err := os.ReadFile(casesFile)
+	if err != nil {
+		t.Fatalf("the shared cases: %v", err)
+	}
+	var document struct {
+		Cases []conformanceCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &document); err != nil {
+		t.Fatalf("%s: %v", casesFile, err)
+	}
+	if len(document.Cases) < 20 {
+		t.Fatalf("%s has %d cases; the file looks truncated", casesFile, len(document.Cases))
+	}
+
+	// One plugin process for all cases, which run in file order (the
+	// setReadiness cases change what later Probe cases see).
+	dir := kplugtest.SocketDir(t)
+	process, stderr := startProcess(t, "KPLUG_TEST_PLUGIN=conformance", "KPLUG_SOCKET_DIR="+dir, "KPLUG_HEARTBEAT_INTERVAL=60")
+	socket := filepath.Join(dir, "plugins", "conformance.sock")
+	eventually(t, 15*time.Second, "the conformance plugin's socket", func() bool {
+		info, err := os.Lstat(socket)
+		return err == nil && info.Mode().Type() == os.ModeSocket
+	})
+	client := kplugtest.Dial(t, socket)
+
+	passed := 0
+	for _, c := range document.Cases {
+		if !t.Run(c.Name, func(t *testing.T) { runCase(t, client, c) }) {
+			continue
+		}
+		passed++
+	}
+	t.Logf("%d/%d shared cases passed", passed, len(document.Cases))
+
+	if err := process.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, process, 15*time.Second); code != 0 {
+		t.Errorf("the conformance plugin exited with %d after SIGTERM:\n%s", code, stderr)
+	}
+}
+
+func runCase(t *testing.T, client kplugv1.PluginClient, c conformanceCase) {
+	var rpc string
+	mustUnmarshal(t, c.Request["rpc"], &rpc)
+	expect := c.Expect
+	var actual map[string]any
+	ctx := ctxFor(t, 5*time.Second)
+	switch rpc {
+	case "GetInfo":
+		r, err := client.GetInfo(ctx, &kplugv1.GetInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		actual = infoJSON(r)
+	case "Probe":
+		r, err := client.Probe(ctx, &kplugv1.ProbeRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		actual = map[string]any{"ready": r.GetReady(), "message": r.GetMessage()}
+	case "Reconcile", "Finalize":
+		implementation, object, extensions := encodeRequest(t, c.Request)
+		var response proto.Message
+		var err error
+		if rpc == "Reconcile" {
+			response, err = client.Reconcile(ctx, &kplugv1.ReconcileRequest{Implementation: implementation, Object: object, Extensions: extensions})
+		} else {
+			response, err = client.Finalize(ctx, &kplugv1.FinalizeRequest{Implementation: implementation, Object: object, Extensions: extensions})
+		}
+		if err != nil {
+			t.Fatalf("a gRPC error instead of a response: %v", err)
+		}
+		actual = responseJSON(t, response)
+		expect = map[string]any{}
+		for k, v := range c.Expect {
+			expect[k] = v
+		}
+		if part, ok := expect["message_contains"].(string); ok {
+			delete(expect, "message_contains")
+			if message, _ := actual["message"].(string); !strings.Contains(message, part) {
+				t.Errorf("message %q should contain %q", message, part)
+			}
+			delete(actual, "message")
+		}
+	default:
+		t.Fatalf("unknown rpc %q", rpc)
+	}
+	// JSON values compare by value: both sides through encoding/json.
+	if got, want := normalize(t, actual), normalize(t, expect); !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %s\nwant %s", mustMarshal(t, got), mustMarshal(t, want))
+	}
+}
+
+// encodeRequest JSON-encodes the case's object (or takes object_raw as-is)
+// and extensions, as the operator would send them.
+func encodeRequest(t *testing.T, request map[string]json.RawMessage) (string, []byte, [][]byte) {
+	var implementation string
+	mustUnmarshal(t, request["implementation"], &implementation)
+	var object []byte
+	if raw, ok := request["object_raw"]; ok {
+		var s string
+		mustUnmarshal(t, raw, &s)
+		object = []byte(s)
+	} else {
+		object = reencode(t, request["object"])
+	}
+	var extensions []json.RawMessage
+	if raw, ok := request["extensions"]; ok {
+		mustUnmarshal(t, raw, &extensions)
+	}
+	encoded := make([][]byte, 0, len(extensions))
+	for _, e := range extensions {
+		encoded = append(encoded, reencode(t, e))
+	}
+	return implementation, object, encoded
+}
+
+// reencode is a JSON value as UTF-8 JSON (the file's text may use \u escapes).
+func reencode(t *testing.T, raw json.RawMessage) []byte {
+	var v any
+	mustUnmarshal(t, raw, &v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(buf.Bytes())
+}
+
+func infoJSON(r *kplugv1.GetInfoResponse) map[string]any {
+	offers := []any{}
+	for _, o := range r.GetOffers() {
+		extensions := []any{}
+		for _, e := range o.GetExtensions() {
+			extensions = append(extensions, map[string]any{"group": e.GetGroup(), "kind": e.GetKind()})
+		}
+		offers = append(offers, map[string]any{
+			"base":           map[string]any{"group": o.GetBase().GetGroup(), "kind": o.GetBase().GetKind()},
+			"implementation": o.GetImplementation(),
+			"extensions":     extensions,
+		})
+	}
+	capabilities := []any{}
+	for _, c := range r.GetCapabilities() {
+		capabilities = append(capabilities, strings.TrimPrefix(c.String(), "CAPABILITY_"))
+	}
+	return map[string]any{
+		"name": r.GetName(), "version": r.GetVersion(), "protocol": r.GetProtocol(), "description": r.GetDescription(),
+		"offers": offers, "capabilities": capabilities,
+	}
+}
+
+// responseJSON is a Reconcile or Finalize response in the cases' shape.
+func responseJSON(t *testing.T, response proto.Message) map[string]any {
+	type common interface {
+		GetOutcome() kplugv1.Outcome
+		GetMessage() string
+		GetEvents() []*kplugv1.Event
+	}
+	r := response.(common)
+	var retryAfter any
+	switch m := response.(type) {
+	case *kplugv1.ReconcileResponse:
+		if m.RetryAfter != nil {
+			retryAfter = float64(m.GetRetryAfter().GetSeconds()) + float64(m.GetRetryAfter().GetNanos())/1e9
+		}
+	case *kplugv1.FinalizeResponse:
+		if m.RetryAfter != nil {
+			retryAfter = float64(m.GetRetryAfter().GetSeconds()) + float64(m.GetRetryAfter().GetNanos())/1e9
+		}
+	}
+	events := []any{}
+	for _, e := range r.GetEvents() {
+		var regarding any
+		if e.Regarding != nil {
+			regarding = refJSON(e.GetRegarding())
+		}
+		events = append(events, map[string]any{
+			"type":   titleCase(strings.TrimPrefix(e.GetType().String(), "EVENT_TYPE_")),
+			"reason": e.GetReason(), "message": e.GetMessage(), "regarding": regarding,
+		})
+	}
+	actual := map[string]any{
+		"outcome":             strings.TrimPrefix(r.GetOutcome().String(), "OUTCOME_"),
+		"message":             r.GetMessage(),
+		"retry_after_seconds": retryAfter,
+		"events":              events,
+	}
+	if m, ok := response.(*kplugv1.ReconcileResponse); ok {
+		actual["status"] = statusJSON(t, m.GetStatus())
+		statuses := []any{}
+		for _, s := range m.GetExtensionStatuses() {
+			statuses = append(statuses, map[string]any{"target": refJSON(s.GetTarget()), "status": statusJSON(t, s.GetStatus())})
+		}
+		actual["extension_statuses"] = statuses
+		conditions := []any{}
+		for _, c := range m.GetConditions() {
+			conditions = append(conditions, map[string]any{
+				"type":   c.GetType(),
+				"status": titleCase(strings.TrimPrefix(c.GetStatus().String(), "CONDITION_STATUS_")),
+				"reason": c.GetReason(), "message": c.GetMessage(),
+			})
+		}
+		actual["conditions"] = conditions
+	}
+	return actual
+}
+
+func refJSON(r *kplugv1.ObjectRef) map[string]any {
+	return map[string]any{"apiVersion": r.GetApiVersion(), "kind": r.GetKind(), "namespace": r.GetNamespace(), "name": r.GetName()}
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return s[:1] + strings.ToLower(s[1:])
+}
+
+// statusJSON decodes status bytes (nil when empty), checking that they are
+// compact JSON: no whitespace outside strings, and non-ASCII characters as
+// UTF-8, not \u escapes.
+func statusJSON(t *testing.T, raw []byte) any {
+	t.Helper()
+	if len(raw) == 0 {
+		return nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		t.Fatalf("status is not JSON: %v: %q", err, raw)
+	}
+	if compact.Len() != len(raw) {
+		t.Errorf("status is not compact JSON: %.200q", raw)
+	}
+	if escapes := needlessEscapes(raw); len(escapes) > 0 {
+		t.Errorf("status escapes characters that UTF-8 JSON carries as they are: %q", escapes)
+	}
+	var v any
+	mustUnmarshal(t, raw, &v)
+	return v
+}
+
+// needlessEscapes lists the \uXXXX escapes of characters other than control
+// characters (which must be escaped) in valid JSON.
+func needlessEscapes(raw []byte) []string {
+	var found []string
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			if raw[i+1] == 'u' {
+				if code, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 32); err == nil && code >= 0x20 {
+					found = append(found, string(raw[i:i+6]))
+				}
+			}
+			i++
+		}
+	}
+	return found
+}
+
+func normalize(t *testing.T, v any) any {
+	t.Helper()
+	var out any
+	mustUnmarshal(t, mustMarshal(t, v), &out)
+	return out
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustUnmarshal(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%v: %.200s", err, data)
+	}
+}
+
+func TestNeedlessEscapesFindsThem(t *testing.T) {
+	for in, want := range map[string]int{
+		`{"a":"\u00e9"}`:       1,
+		`{"a":"\u0001\n\t"}`:   0,
+		`{"a":"\\u00e9"}`:      0,
+		`{"\u2028":"\u4e16x"}`: 2,
+		`{"a":"é 世界"}`:         0,
+	} {
+		if got := needlessEscapes([]byte(in)); len(got) != want {
+			t.Errorf("needlessEscapes(%s) = %q, want %d", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package kplug
+
+import (
+	"fmt"
+
+	"github.com/kplug/kplug/sidecar-sdk/go/kplugv1"
+)
+
+// GroupKind names a Kubernetes kind independently of its version, e.g.
+// GroupKind{Group: "myorg.org", Kind: "DatabaseTable"}. Group is empty for
+// the core group.
+type GroupKind struct {
+	Group string
+	Kind  string
+}
+
+// Offer is one implementation the plugin provides for one base kind.
+type Offer struct {
+	// Base is the kind this offer reconciles, e.g. myorg.org/DatabaseTable.
+	Base GroupKind
+	// Implementation is the name users put in spec.preferredImplementation
+	// and the operator records in status.implementation, e.g. "PostgreSQL".
+	Implementation string
+	// Extensions are the extension kinds the plugin understands for this
+	// base; only extensions of these kinds are sent to it.
+	Extensions []GroupKind
+}
+
+// Info describes a plugin. It is sent in every heartbeat and answered by
+// GetInfo, so the two always agree.
+type Info struct {
+	// Name is a DNS label (lowercase letters, digits and '-', at most 63
+	// characters), stable across versions and restarts, e.g. "postgresql".
+	// The plugin serves on <socket dir>/plugins/<Name>.sock.
+	Name string
+	// Version is free-form; semver is recommended, e.g. "1.4.2".
+	Version string
+	// Description is one line for humans, shown in logs and Events.
+	Description string
+	// Offers lists what the plugin serves.
+	Offers []Offer
+}
+
+// validateName refuses names the operator would refuse.
+func validateName(name string) error {
+	valid := len(name) > 0 && len(name) <= maxNameLength &&
+		name[0] != '-' && name[len(name)-1] != '-'
+	for i := 0; valid && i < len(name); i++ {
+		c := name[i]
+		valid = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'
+	}
+	if valid {
+		return nil
+	}
+	return &startupError{kind: ErrInvalidName, message: fmt.Sprintf(
+		"invalid plugin name %q: it must be a DNS label (lowercase letters, digits and '-', "+
+			"starting and ending with a letter or digit, at most %d characters), e.g. \"postgresql\"",
+		name, maxNameLength)}
+}
+
+func (gk GroupKind) proto() *kplugv1.GroupKind {
+	return &kplugv1.GroupKind{Group: gk.Group, Kind: gk.Kind}
+}
+
+func (i *Info) offersProto() []*kplugv1.Offer {
+	offers := make([]*kplugv1.Offer, 0, len(i.Offers))
+	for _, o := range i.Offers {
+		extensions := make([]*kplugv1.GroupKind, 0, len(o.Extensions))
+		for _, e := range o.Extensions {
+			extensions = append(extensions, e.proto())
+		}
+		offers = append(offers, &kplugv1.Offer{
+			Base:           o.Base.proto(),
+			Implementation: o.Implementation,
+			Extensions:     extensions,
+		})
+	}
+	return offers
+}
+
+// capabilities: RECONCILE always, FINALIZE when the plugin implements
+// [Finalizer].
+func capabilities(plugin Plugin) []kplugv1.Capability {
+	caps := []kplugv1.Capability{kplugv1.Capability_CAPABILITY_RECONCILE}
+	if _, ok := plugin.(Finalizer); ok {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_FINALIZE)
+	}
+	return caps
+}

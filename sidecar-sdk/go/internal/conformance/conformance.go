@@ -1,0 +1,204 @@
+// Package conformance is the Go SDK's conformance plugin: its behaviour is
+// driven by the base object's spec.conformance exactly as
+// sidecar-sdk/conformance/README.md specifies, so that every SDK's
+// conformance plugin answers the cases in cases.json identically.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kplug/kplug/sidecar-sdk/go"
+)
+
+const group = "conformance.kplug.dev"
+
+// Info is the plugin's description, as cases.json's "plugin" gives it.
+func Info() kplug.Info {
+	return kplug.Info{
+		Name:        "conformance",
+		Version:     "1.0.0",
+		Description: "kplug SDK conformance plugin",
+		Offers: []kplug.Offer{{
+			Base:           kplug.GroupKind{Group: group, Kind: "Widget"},
+			Implementation: "Conformance",
+			Extensions:     []kplug.GroupKind{{Group: group, Kind: "WidgetExtensionA"}, {Group: group, Kind: "WidgetExtensionB"}},
+		}},
+	}
+}
+
+// Plugin is the conformance plugin. It implements Finalize and readiness,
+// so it advertises RECONCILE and FINALIZE.
+type Plugin struct {
+	kplug.ReadinessGate
+}
+
+// Error is what the "raise" action returns.
+type Error struct{ Message string }
+
+// Error is "ConformanceError: <message>", as the Rust plugin's.
+func (e *Error) Error() string { return "ConformanceError: " + e.Message }
+
+// Reconcile follows steps 1 to 8 of the README.
+func (p *Plugin) Reconcile(_ context.Context, req *kplug.Request) (*kplug.Response, error) {
+	c := directives(req)
+	if c["action"] == "setReadiness" {
+		if ready, _ := c["ready"].(bool); ready {
+			p.SetReady()
+		} else {
+			p.SetNotReady(text(c, "message"))
+		}
+		return kplug.OK().WithMessage("readiness set"), nil
+	}
+	response, err := outcome(c)
+	if err != nil {
+		return nil, err
+	}
+	status, hasStatus := c["status"]
+	if echo, _ := c["echo"].(bool); echo {
+		merged := map[string]any{}
+		if m, ok := status.(map[string]any); ok {
+			for k, v := range m {
+				merged[k] = v
+			}
+		}
+		merged["echo"] = echoOf(req)
+		status, hasStatus = merged, true
+	}
+	if hasStatus {
+		response.WithStatus(status)
+	}
+	if extensionStatus, ok := c["extensionStatus"]; ok {
+		for _, extension := range req.Extensions {
+			response.WithExtensionStatus(extension, extensionStatus)
+		}
+	}
+	for _, item := range list(c, "conditions") {
+		condition, _ := item.(map[string]any)
+		typ, _ := condition["type"].(string)
+		status := kplug.ConditionUnknown
+		if b, ok := condition["status"].(bool); ok {
+			status = map[bool]kplug.ConditionStatus{true: kplug.ConditionTrue, false: kplug.ConditionFalse}[b]
+		}
+		response.WithCondition(typ, status, text(condition, "reason"), text(condition, "message"))
+	}
+	addEvents(response, req, c)
+	return response, nil
+}
+
+// Finalize follows steps 2 and 7 of the README.
+func (p *Plugin) Finalize(_ context.Context, req *kplug.Request) (*kplug.Response, error) {
+	c := directives(req)
+	response, err := outcome(c)
+	if err != nil {
+		return nil, err
+	}
+	addEvents(response, req, c)
+	return response, nil
+}
+
+func directives(req *kplug.Request) map[string]any {
+	c, _ := req.Spec()["conformance"].(map[string]any)
+	if c == nil {
+		c = map[string]any{}
+	}
+	return c
+}
+
+func text(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+func list(m map[string]any, key string) []any {
+	l, _ := m[key].([]any)
+	return l
+}
+
+func outcome(c map[string]any) (*kplug.Response, error) {
+	message := text(c, "message")
+	action, ok := c["action"].(string)
+	if !ok {
+		action = "ok"
+	}
+	switch action {
+	case "ok":
+		return kplug.OK().WithMessage(message), nil
+	case "retry":
+		after := kplug.DefaultRetryAfter
+		if seconds, ok := number(c["retryAfterSeconds"]); ok {
+			after = time.Duration(seconds * float64(time.Second))
+		}
+		return kplug.Retry(after).WithMessage(message), nil
+	case "fail":
+		return kplug.Failed(message), nil
+	case "raise":
+		return nil, &Error{Message: message}
+	}
+	return nil, fmt.Errorf("unknown conformance action %q", action)
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+func echoOf(req *kplug.Request) map[string]any {
+	extensions := make([]any, 0, len(req.Extensions))
+	for _, e := range req.Extensions {
+		extensions = append(extensions, e.Kind()+"/"+e.Name())
+	}
+	data, _ := req.Object.Get("spec", "data")
+	return map[string]any{
+		"implementation": req.Implementation,
+		"name":           req.Name(),
+		"namespace":      req.Namespace(),
+		"generation":     req.Generation(),
+		"extensions":     extensions,
+		"data":           data,
+	}
+}
+
+func addEvents(response *kplug.Response, req *kplug.Request, c map[string]any) {
+	for _, item := range list(c, "events") {
+		event, _ := item.(map[string]any)
+		reason, message := text(event, "reason"), text(event, "message")
+		warning, _ := event["warning"].(bool)
+		var regarding *kplug.Object
+		switch r := event["regarding"].(type) {
+		case nil:
+		case string:
+			if r == "base" {
+				regarding = req.Object
+			}
+		case int64:
+			if r >= 0 && r < int64(len(req.Extensions)) {
+				regarding = req.Extensions[r]
+			}
+		}
+		switch {
+		case regarding == nil && warning:
+			response.WithWarning(reason, message)
+		case regarding == nil:
+			response.WithEvent(reason, message)
+		case warning:
+			response.WithWarningOn(regarding, reason, message)
+		default:
+			response.WithEventOn(regarding, reason, message)
+		}
+	}
+}
+
+// Main runs the conformance plugin as a process (KPLUG_SOCKET_DIR and
+// KPLUG_HEARTBEAT_INTERVAL from the environment).
+func Main() {
+	kplug.Main(Info(), &Plugin{})
+}

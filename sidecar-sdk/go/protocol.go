@@ -1,0 +1,58 @@
+package kplug
+
+import "time"
+
+// The protocol's fixed names and numbers, shared by every kplug SDK and the
+// operator (see docs/protocol.md in the kplug repository).
+const (
+	// Protocol is the protocol this SDK speaks, sent in heartbeats and GetInfo.
+	Protocol = "kplug.v1"
+
+	// SocketDirEnv names the environment variable that overrides the socket dir.
+	SocketDirEnv = "KPLUG_SOCKET_DIR"
+	// DefaultSocketDir is the socket dir when neither [WithSocketDir] nor
+	// $KPLUG_SOCKET_DIR says otherwise: the shared emptyDir's mount point.
+	DefaultSocketDir = "/var/run/kplug"
+	// RegistrySocket is the operator's socket, relative to the socket dir.
+	RegistrySocket = "registry.sock"
+	// PluginsDir holds one socket per plugin, relative to the socket dir.
+	PluginsDir = "plugins"
+
+	// HeartbeatIntervalEnv names the environment variable holding the
+	// heartbeat interval in seconds (may be fractional, e.g. "0.5").
+	HeartbeatIntervalEnv = "KPLUG_HEARTBEAT_INTERVAL"
+	// DefaultHeartbeatInterval is the heartbeat interval until the operator
+	// asks for another one.
+	DefaultHeartbeatInterval = 5 * time.Second
+	// DefaultGracePeriod bounds how long calls in flight may take to finish
+	// at shutdown.
+	DefaultGracePeriod = 10 * time.Second
+	// DefaultRetryAfter is the delay of a RETRY outcome when the plugin has
+	// no better idea (the operator's default too).
+	DefaultRetryAfter = 10 * time.Second
+
+	// MaxMessageBytes is the largest gRPC message the plugin accepts or
+	// sends: Kubernetes objects can be large, and gRPC's 4 MiB default would
+	// turn a big object into a transport error.
+	MaxMessageBytes = 64 << 20
+
+	// heartbeatTimeout is the deadline of one Heartbeat call.
+	heartbeatTimeout = 2 * time.Second
+	// unregisterTimeout is the deadline of the Unregister call at shutdown.
+	unregisterTimeout = 10 * time.Second
+	// firstRetry is the first delay after a failed heartbeat; it doubles up
+	// to the interval.
+	firstRetry = 100 * time.Millisecond
+	// maxNameLength is the longest plugin name (a DNS label).
+	maxNameLength = 63
+	// maxSocketPathBytes is what sockaddr_un.sun_path holds on Linux,
+	// without the final NUL.
+	maxSocketPathBytes = 107
+)
+
+// ReservedStatusKeys are the status keys the operator owns; a plugin status
+// that sets one is refused.
+var ReservedStatusKeys = []string{"implementation", "plugin", "observedGeneration", "conditions"}
+
+// ReservedConditionTypes are the condition types the operator owns.
+var ReservedConditionTypes = []string{"Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"}

@@ -1,0 +1,79 @@
+/**
+ * Write kplug plugins in TypeScript.
+ *
+ * A plugin is a gRPC server in a sidecar container next to a kplug operator.
+ * You implement {@link Plugin}; {@link run} does the rest: it serves
+ * `$KPLUG_SOCKET_DIR/plugins/<name>.sock` (removing a stale socket safely),
+ * registers by heartbeat (with backoff, and again after an operator
+ * restart), answers `Probe`, decodes objects, builds responses, and on
+ * SIGTERM unregisters and drains calls in flight before exiting.
+ *
+ * ```ts
+ * import { type Plugin, Response, run } from "@kplug/sidecar";
+ *
+ * const hello: Plugin = {
+ *   async reconcile(request) {
+ *     return Response.ok().withStatus({ greeting: `hello, ${request.name}` });
+ *   },
+ * };
+ *
+ * run(hello, {
+ *   name: "hello",
+ *   version: "1.0.0",
+ *   offers: [{ base: { group: "example.com", kind: "Greeting" }, implementation: "Hello" }],
+ * });
+ * ```
+ *
+ * The protocol and the behaviour every SDK shares are described in
+ * `docs/protocol.md` of the kplug repository.
+ *
+ * @packageDocumentation
+ */
+
+export {
+  InvalidNameError,
+  InvalidRequestError,
+  InvalidResponseError,
+  KplugError,
+  NotASocketError,
+  SocketInUseError,
+  StartupError,
+} from "./errors.js";
+export { backoffDelay } from "./heartbeat.js";
+export { type GroupKind, type Offer, type PluginInfo, validateName } from "./info.js";
+export { describeError, type Logger, type LogLevel, stderrLogger } from "./logger.js";
+export type { Plugin, Readiness } from "./plugin.js";
+export {
+  DEFAULT_GRACE_SECONDS,
+  DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
+  DEFAULT_RETRY_AFTER_SECONDS,
+  DEFAULT_SOCKET_DIR,
+  HEARTBEAT_INTERVAL_ENV,
+  MAX_MESSAGE_BYTES,
+  PLUGINS_DIR,
+  PROTOCOL,
+  REGISTRY_SOCKET,
+  RESERVED_CONDITION_TYPES,
+  RESERVED_STATUS_KEYS,
+  SOCKET_DIR_ENV,
+} from "./protocol.js";
+export * as proto from "./proto.js";
+export {
+  type JsonObject,
+  type JsonValue,
+  type KubeObject,
+  type ObjectRef,
+  Request,
+  refOf,
+} from "./request.js";
+export {
+  type Condition,
+  type Event,
+  type EventOptions,
+  type ObjectStatus,
+  type Outcome,
+  Response,
+  type Target,
+} from "./response.js";
+export { PluginServer, run, type ServeOptions, serve } from "./server.js";
+export { claimSocket, isLive, pluginSocketPath, SocketFile } from "./socket.js";

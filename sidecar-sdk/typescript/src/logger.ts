@@ -1,0 +1,48 @@
+/**
+ * Where the SDK logs: state changes at info (serving, registered, lost the
+ * operator, shutting down), problems at warn and error, retries at debug.
+ *
+ * @module
+ */
+
+/**
+ * A logger the SDK writes to. `console` fits, and so do pino, winston and
+ * most other Node.js loggers.
+ */
+export interface Logger {
+  /** Details, e.g. every heartbeat retry. */
+  debug(message: string): void;
+  /** State changes. */
+  info(message: string): void;
+  /** Something went wrong; the plugin carries on. */
+  warn(message: string): void;
+  /** Something needs fixing. */
+  error(message: string): void;
+}
+
+/** Log levels, from the most verbose. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+
+/**
+ * A logger writing `<ISO time> <LEVEL> kplug: <message>` lines to stderr,
+ * dropping messages below `level` (default `info`).
+ */
+export function stderrLogger(level: LogLevel = "info"): Logger {
+  const threshold = LEVELS.indexOf(level);
+  const write = (at: LogLevel) => (message: string) => {
+    if (LEVELS.indexOf(at) >= threshold) {
+      process.stderr.write(`${new Date().toISOString()} ${at.toUpperCase()} kplug: ${message}\n`);
+    }
+  };
+  return { debug: write("debug"), info: write("info"), warn: write("warn"), error: write("error") };
+}
+
+/** The text of a thrown value: `"<name>: <message>"` for an Error, as shown on the resource. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    return error.message ? `${error.name}: ${error.message}` : error.name;
+  }
+  return String(error);
+}

@@ -1,0 +1,75 @@
+/**
+ * The rules every kplug SDK shares (docs/protocol.md in the kplug
+ * repository), with the values of the Rust crates `kplug-proto` and
+ * `kplug-sidecar`.
+ *
+ * @module
+ */
+
+/** The protocol this SDK speaks, sent in heartbeats and `GetInfo`. */
+export const PROTOCOL = "kplug.v1";
+
+/** Environment variable naming the socket dir shared with the operator. */
+export const SOCKET_DIR_ENV = "KPLUG_SOCKET_DIR";
+
+/** The socket dir when {@link SOCKET_DIR_ENV} is not set: the shared `emptyDir` mount point. */
+export const DEFAULT_SOCKET_DIR = "/var/run/kplug";
+
+/** File name of the operator's registry socket inside the socket dir. */
+export const REGISTRY_SOCKET = "registry.sock";
+
+/** Directory (inside the socket dir) holding one socket per plugin. */
+export const PLUGINS_DIR = "plugins";
+
+/** Environment variable setting the heartbeat interval, in seconds (may be fractional). */
+export const HEARTBEAT_INTERVAL_ENV = "KPLUG_HEARTBEAT_INTERVAL";
+
+/** Heartbeat interval, in seconds, until the operator asks for another. */
+export const DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 5;
+
+/** Deadline of one `Heartbeat` call, in seconds. */
+export const HEARTBEAT_TIMEOUT_SECONDS = 2;
+
+/** Deadline of the `Unregister` call at shutdown, in seconds. */
+export const UNREGISTER_TIMEOUT_SECONDS = 10;
+
+/** First retry delay after a failed heartbeat, in seconds; it doubles up to the interval. */
+export const FIRST_BACKOFF_SECONDS = 0.1;
+
+/** Retry delays are up to this fraction longer, at random, so plugins do not retry in lockstep. */
+export const MAX_JITTER = 0.1;
+
+/** How long calls in flight may take to finish at shutdown, in seconds. */
+export const DEFAULT_GRACE_SECONDS = 10;
+
+/**
+ * The largest request the plugin accepts, in bytes (64 MiB, as the operator
+ * and the other SDKs): Kubernetes objects can be large, and gRPC's 4 MiB
+ * default would turn a big object into a transport error.
+ */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/** `sockaddr_un.sun_path` holds 108 bytes on Linux, including the final NUL. */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
+/** The longest plugin name: a DNS label has at most 63 characters. */
+export const MAX_NAME_LENGTH = 63;
+
+/** Status keys the operator owns; a plugin status that sets one is refused. */
+export const RESERVED_STATUS_KEYS: readonly string[] = Object.freeze([
+  "implementation",
+  "plugin",
+  "observedGeneration",
+  "conditions",
+]);
+
+/** Condition types the operator owns; a plugin condition of one of these types is refused. */
+export const RESERVED_CONDITION_TYPES: readonly string[] = Object.freeze([
+  "Ready",
+  "PluginAvailable",
+  "ExtensionsResolved",
+  "Reconciled",
+]);
+
+/** How long `Response.retry()` waits when not told, in seconds (the operator's default too). */
+export const DEFAULT_RETRY_AFTER_SECONDS = 10;

@@ -1,0 +1,496 @@
+/**
+ * What a plugin answers: an outcome, statuses, conditions and events.
+ *
+ * Build one with {@link Response.ok}, {@link Response.retry} or
+ * {@link Response.failed}, then chain what you have to report:
+ *
+ * ```ts
+ * return Response.ok("table created")
+ *   .withStatus({ columns: 3 })
+ *   .extensionStatus(request.extension("DatabaseTablePostgreSqlExtension"), { partitions: 4 })
+ *   .condition("TableReady", true, "Created", "the table exists")
+ *   .event("TableCreated", "created table users");
+ * ```
+ *
+ * The operator's rules apply, and break early here with a message that says
+ * what to change: the status keys and condition types the operator owns are
+ * refused, and statuses and events may only target objects the plugin was sent.
+ *
+ * @module
+ */
+
+import { InvalidResponseError } from "./errors.js";
+import type { Duration } from "./gen/google/protobuf/duration.js";
+import type {
+  FinalizeResponse,
+  ObjectStatus as WireObjectStatus,
+  ReconcileResponse,
+} from "./gen/kplug/v1/plugin.js";
+import {
+  ConditionStatus,
+  EventType,
+  Outcome as WireOutcome,
+  type Condition as WireCondition,
+  type Event as WireEvent,
+} from "./gen/kplug/v1/types.js";
+import {
+  DEFAULT_RETRY_AFTER_SECONDS,
+  RESERVED_CONDITION_TYPES,
+  RESERVED_STATUS_KEYS,
+} from "./protocol.js";
+import {
+  asObject,
+  describeRef,
+  refOf,
+  type JsonObject,
+  type JsonValue,
+  type KubeObject,
+  type ObjectRef,
+} from "./request.js";
+
+/** What a call achieved: done, not done yet (call again later), or failed. */
+export type Outcome = "OK" | "RETRY" | "FAILED";
+
+/** A condition on the base object; `status` null means Unknown. */
+export interface Condition {
+  /** CamelCase type, e.g. `TableReady`. */
+  readonly type: string;
+  /** Whether it holds; null when unknown. */
+  readonly status: boolean | null;
+  /** CamelCase machine-readable reason, e.g. `ColumnsAltered`. */
+  readonly reason: string;
+  /** Human-readable message. */
+  readonly message: string;
+}
+
+/** A Kubernetes Event the operator records; `regarding` undefined means the base object. */
+export interface Event {
+  /** CamelCase reason, e.g. `TableCreated`. */
+  readonly reason: string;
+  /** Human-readable message. */
+  readonly message: string;
+  /** Warning (something needs attention) or Normal. */
+  readonly warning: boolean;
+  /** The object the event is about: the base object or an extension the plugin was sent. */
+  readonly regarding: ObjectRef | undefined;
+}
+
+/** A status for one extension the plugin was sent, merged into its `.status`. */
+export interface ObjectStatus {
+  /** The extension. */
+  readonly target: ObjectRef;
+  /** The plugin's part of its status. */
+  readonly status: JsonObject;
+}
+
+/** What an event is about: a Kubernetes object from the request, or its reference. */
+export type Target = KubeObject | ObjectRef;
+
+/** Options of {@link Response.event}. */
+export interface EventOptions {
+  /** A Warning event (something needs a user's attention) instead of a Normal one. */
+  warning?: boolean;
+  /** The object the event is about (default: the base object): one the plugin was sent. */
+  regarding?: Target | undefined;
+}
+
+/**
+ * A plugin's answer to `Reconcile` or `Finalize`.
+ *
+ * Finalize answers carry only the outcome, the message, the retry delay and
+ * events: the object is going away, so statuses and conditions are refused there.
+ * The builder methods change the response and return it, so calls chain.
+ */
+export class Response {
+  #outcome: Outcome;
+  #message: string;
+  #retryAfterSeconds: number | undefined;
+  #status: JsonObject | undefined;
+  #extensionStatuses: { target: ObjectRef; status: JsonObject }[] = [];
+  #conditions: Condition[] = [];
+  #events: Event[] = [];
+
+  private constructor(outcome: Outcome, message: string, retryAfterSeconds?: number) {
+    this.#outcome = outcome;
+    this.#message = message;
+    this.#retryAfterSeconds = retryAfterSeconds;
+  }
+
+  /** Done: the object is reconciled (for Finalize: cleaned up, it may go). */
+  static ok(message = ""): Response {
+    return new Response("OK", message);
+  }
+
+  /**
+   * Not done yet, nothing is wrong: call again after `afterSeconds` (default 10; may be fractional).
+   *
+   * @throws {InvalidResponseError} when `afterSeconds` is negative or not a finite number.
+   */
+  static retry(afterSeconds: number = DEFAULT_RETRY_AFTER_SECONDS, message = ""): Response {
+    if (!Number.isFinite(afterSeconds) || afterSeconds < 0) {
+      throw new InvalidResponseError(
+        `retry delay must be a finite number of seconds, not negative, got ${afterSeconds}`,
+      );
+    }
+    return new Response("RETRY", message, afterSeconds);
+  }
+
+  /** Failed: `message` says why (shown on the resource); the operator retries with backoff. */
+  static failed(message: string): Response {
+    return new Response("FAILED", message);
+  }
+
+  /** The outcome. */
+  get outcome(): Outcome {
+    return this.#outcome;
+  }
+
+  /** The message for humans (shown in the `Reconciled` condition). */
+  get message(): string {
+    return this.#message;
+  }
+
+  /** With {@link Response.retry}: when to call again, in seconds. */
+  get retryAfterSeconds(): number | undefined {
+    return this.#retryAfterSeconds;
+  }
+
+  /** The plugin's part of the base object's status, if any. */
+  get status(): JsonObject | undefined {
+    return this.#status;
+  }
+
+  /** The statuses for extensions, in the order added. */
+  get extensionStatuses(): readonly ObjectStatus[] {
+    return this.#extensionStatuses;
+  }
+
+  /** The conditions, in the order added. */
+  get conditions(): readonly Condition[] {
+    return this.#conditions;
+  }
+
+  /** The events, in the order added. */
+  get events(): readonly Event[] {
+    return this.#events;
+  }
+
+  /** Replaces the message. */
+  withMessage(message: string): this {
+    this.#message = message;
+    return this;
+  }
+
+  /**
+   * Merges `status` (its top-level keys) into the base object's status. It is
+   * copied as JSON: later changes to `status` do not change the response.
+   *
+   * @throws {InvalidResponseError} when `status` is not a JSON object, cannot
+   *   be encoded as JSON, or sets a key the operator owns (`implementation`,
+   *   `plugin`, `observedGeneration`, `conditions`).
+   */
+  withStatus(status: object): this {
+    const checked = checkStatus(status, "status");
+    this.#status = { ...this.#status, ...checked };
+    return this;
+  }
+
+  /**
+   * Merges `status` into the status of `target`: an extension the plugin was
+   * sent (the object from `request.extensions`, or its reference).
+   *
+   * @throws {InvalidResponseError} when `target` is undefined (e.g.
+   *   `request.extension(kind)` found none), or `status` is not a JSON object
+   *   or sets a key the operator owns.
+   */
+  extensionStatus(target: Target | undefined | null, status: object): this {
+    if (target === undefined || target === null) {
+      throw new InvalidResponseError(
+        "extensionStatus target is undefined: pass an extension from request.extensions " +
+          "(request.extension(kind) returns undefined when none of that kind was sent)",
+      );
+    }
+    const ref = toRef(target);
+    const checked = checkStatus(status, `status of ${describeRef(ref)}`);
+    const existing = this.#extensionStatuses.find((item) => sameRef(item.target, ref));
+    if (existing) {
+      existing.status = { ...existing.status, ...checked };
+    } else {
+      this.#extensionStatuses.push({ target: ref, status: checked });
+    }
+    return this;
+  }
+
+  /**
+   * Reports a condition on the base object: `status` true, false, or null for Unknown.
+   *
+   * @throws {InvalidResponseError} when `type` is empty or one the operator
+   *   owns (`Ready`, `PluginAvailable`, `ExtensionsResolved`, `Reconciled`).
+   */
+  condition(type: string, status: boolean | null, reason = "", message = ""): this {
+    checkConditionType(type);
+    this.#conditions.push({ type, status, reason, message });
+    return this;
+  }
+
+  /**
+   * Records a Kubernetes Event on the base object, or on `options.regarding`
+   * (an object the plugin was sent); `options.warning` makes it a Warning.
+   */
+  event(reason: string, message: string, options: EventOptions = {}): this {
+    const regarding = options.regarding === undefined ? undefined : toRef(options.regarding);
+    this.#events.push({ reason, message, warning: options.warning ?? false, regarding });
+    return this;
+  }
+
+  /** Records a Warning event: `event(reason, message, { warning: true, regarding })`. */
+  warning(reason: string, message: string, regarding?: Target): this {
+    return this.event(reason, message, { warning: true, regarding });
+  }
+
+  /**
+   * The wire form of a Reconcile answer. `base` and `extensions` are the
+   * objects the plugin was sent: extension statuses must target one of
+   * `extensions`, events the base object or one of them.
+   *
+   * @throws {InvalidResponseError} where the operator would refuse the response.
+   */
+  toReconcileResponse(base: ObjectRef, extensions: readonly ObjectRef[]): ReconcileResponse {
+    const extensionStatuses: WireObjectStatus[] = this.#extensionStatuses.map((item) => {
+      if (sameObject(item.target, base)) {
+        throw new InvalidResponseError(
+          `extensionStatus targets the base object ${describeRef(item.target)}; set its status ` +
+            "with withStatus()",
+        );
+      }
+      checkSent(item.target, extensions, "a status");
+      return { target: { ...item.target }, status: encodeJson(item.status) };
+    });
+    return {
+      outcome: wireOutcome(this.#outcome),
+      message: this.#message,
+      retryAfter: this.#wireRetryAfter(),
+      status: this.#status === undefined ? Buffer.alloc(0) : encodeJson(this.#status),
+      extensionStatuses,
+      conditions: this.#conditions.map(wireCondition),
+      events: this.#wireEvents(base, extensions),
+    };
+  }
+
+  /**
+   * The wire form of a Finalize answer.
+   *
+   * @throws {InvalidResponseError} when it carries a status, extension
+   *   statuses or conditions (a Finalize answer cannot), or an event about an
+   *   object the plugin was not sent.
+   */
+  toFinalizeResponse(base: ObjectRef, extensions: readonly ObjectRef[]): FinalizeResponse {
+    if (
+      this.#status !== undefined ||
+      this.#extensionStatuses.length > 0 ||
+      this.#conditions.length > 0
+    ) {
+      throw new InvalidResponseError(
+        "a Finalize response carries no status, extension statuses or conditions (the object " +
+          "is being deleted); return the outcome, a message and events only",
+      );
+    }
+    return {
+      outcome: wireOutcome(this.#outcome),
+      message: this.#message,
+      retryAfter: this.#wireRetryAfter(),
+      events: this.#wireEvents(base, extensions),
+    };
+  }
+
+  #wireRetryAfter(): Duration | undefined {
+    if (this.#outcome !== "RETRY") {
+      return undefined;
+    }
+    return secondsToDuration(this.#retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
+  }
+
+  #wireEvents(base: ObjectRef, extensions: readonly ObjectRef[]): WireEvent[] {
+    return this.#events.map((event) => {
+      if (event.regarding !== undefined) {
+        checkSent(event.regarding, [base, ...extensions], `event "${event.reason}"`);
+      }
+      return {
+        type: event.warning ? EventType.EVENT_TYPE_WARNING : EventType.EVENT_TYPE_NORMAL,
+        reason: event.reason,
+        message: event.message,
+        regarding: event.regarding === undefined ? undefined : { ...event.regarding },
+      };
+    });
+  }
+}
+
+/** A protobuf Duration of `seconds` (finite, not negative). */
+export function secondsToDuration(seconds: number): Duration {
+  let whole = Math.floor(seconds);
+  let nanos = Math.round((seconds - whole) * 1e9);
+  if (nanos >= 1e9) {
+    whole += 1;
+    nanos -= 1e9;
+  }
+  return { seconds: whole, nanos };
+}
+
+/** Seconds in a protobuf Duration. */
+export function durationToSeconds(duration: Duration): number {
+  return duration.seconds + duration.nanos / 1e9;
+}
+
+/**
+ * Compact UTF-8 JSON, as every SDK sends it.
+ *
+ * @throws {InvalidResponseError} when `value` cannot be encoded (a cycle, a
+ *   BigInt, NaN or Infinity).
+ */
+export function encodeJson(value: JsonValue): Buffer {
+  return Buffer.from(stringify(value, "a value"), "utf8");
+}
+
+function stringify(value: unknown, what: string): string {
+  try {
+    // JSON.stringify returns undefined for undefined, functions and symbols,
+    // which its declared type omits.
+    const text = JSON.stringify(value, (_key, item: unknown) => {
+      if (typeof item === "number" && !Number.isFinite(item)) {
+        throw new InvalidResponseError(`${what} cannot be encoded as JSON: ${item} is not a JSON number`);
+      }
+      return item;
+    }) as string | undefined;
+    if (text === undefined) {
+      throw new InvalidResponseError(`${what} must be a JSON object, got ${typeof value}`);
+    }
+    return text;
+  } catch (error) {
+    if (error instanceof InvalidResponseError) {
+      throw error;
+    }
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new InvalidResponseError(`${what} cannot be encoded as JSON: ${reason}`);
+  }
+}
+
+function kindOf(value: JsonValue): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return `a ${typeof value}`;
+}
+
+/** A JSON copy of `status`, checked to be a JSON object without operator-owned keys. */
+function checkStatus(status: unknown, what: string): JsonObject {
+  const copy = JSON.parse(stringify(status, what)) as JsonValue;
+  const object = asObject(copy);
+  if (object === undefined) {
+    throw new InvalidResponseError(`${what} must be a JSON object, got ${kindOf(copy)}`);
+  }
+  for (const key of Object.keys(object)) {
+    if (RESERVED_STATUS_KEYS.includes(key)) {
+      throw new InvalidResponseError(
+        `${what} key "${key}" is reserved for the operator (it owns ` +
+          `${[...RESERVED_STATUS_KEYS].sort().join(", ")}); report it under another key, ` +
+          "or as a condition",
+      );
+    }
+  }
+  return object;
+}
+
+function checkConditionType(type: string): void {
+  if (!type) {
+    throw new InvalidResponseError(
+      "condition type is empty; use a CamelCase type such as 'TableReady'",
+    );
+  }
+  if (RESERVED_CONDITION_TYPES.includes(type)) {
+    throw new InvalidResponseError(
+      `condition type "${type}" is reserved for the operator (it owns ` +
+        `${[...RESERVED_CONDITION_TYPES].sort().join(", ")}); use a type of your own, ` +
+        "e.g. 'TableReady'",
+    );
+  }
+}
+
+/** Whether `target` is an object reference rather than a Kubernetes object. */
+function isRef(target: Target): target is ObjectRef {
+  const candidate = target as Partial<Record<keyof ObjectRef | "metadata", unknown>>;
+  return (
+    candidate.metadata === undefined &&
+    typeof candidate.name === "string" &&
+    typeof candidate.kind === "string" &&
+    typeof candidate.apiVersion === "string"
+  );
+}
+
+function toRef(target: Target): ObjectRef {
+  if (isRef(target)) {
+    return {
+      apiVersion: target.apiVersion,
+      kind: target.kind,
+      namespace: typeof target.namespace === "string" ? target.namespace : "",
+      name: target.name,
+    };
+  }
+  return refOf(target);
+}
+
+function sameRef(a: ObjectRef, b: ObjectRef): boolean {
+  return (
+    a.apiVersion === b.apiVersion &&
+    a.kind === b.kind &&
+    a.namespace === b.namespace &&
+    a.name === b.name
+  );
+}
+
+function group(apiVersion: string): string {
+  const slash = apiVersion.lastIndexOf("/");
+  return slash < 0 ? "" : apiVersion.slice(0, slash);
+}
+
+/** Whether `a` and `b` name the same object as the operator compares them: the version may differ, the group may not. */
+function sameObject(a: ObjectRef, b: ObjectRef): boolean {
+  return (
+    group(a.apiVersion) === group(b.apiVersion) &&
+    a.kind === b.kind &&
+    a.namespace === b.namespace &&
+    a.name === b.name
+  );
+}
+
+function checkSent(target: ObjectRef, sent: readonly ObjectRef[], what: string): void {
+  if (!sent.some((candidate) => sameObject(target, candidate))) {
+    throw new InvalidResponseError(
+      `${what} targets ${describeRef(target)} (${target.apiVersion}), which was not sent to ` +
+        "this plugin; target an object from the request",
+    );
+  }
+}
+
+function wireOutcome(outcome: Outcome): WireOutcome {
+  switch (outcome) {
+    case "OK":
+      return WireOutcome.OUTCOME_OK;
+    case "RETRY":
+      return WireOutcome.OUTCOME_RETRY;
+    case "FAILED":
+      return WireOutcome.OUTCOME_FAILED;
+  }
+}
+
+function wireCondition(condition: Condition): WireCondition {
+  return {
+    type: condition.type,
+    status:
+      condition.status === null
+        ? ConditionStatus.CONDITION_STATUS_UNKNOWN
+        : condition.status
+          ? ConditionStatus.CONDITION_STATUS_TRUE
+          : ConditionStatus.CONDITION_STATUS_FALSE,
+    reason: condition.reason,
+    message: condition.message,
+  };
+}

@@ -1,0 +1,170 @@
+/**
+ * The plugin's socket file: claiming the path safely, and removing only our own.
+ *
+ * The protocol's rule (docs/protocol.md), the same in every SDK:
+ * - nothing there: bind;
+ * - a socket nobody answers on (connect refused, or the file vanished): a
+ *   crashed instance left it; remove it and bind;
+ * - a socket something answers on: another live instance; refuse;
+ * - anything else (a file, a directory, a symlink): refuse, never delete it.
+ *
+ * @module
+ */
+
+import { lstat, mkdir, unlink } from "node:fs/promises";
+import { connect } from "node:net";
+import { dirname, join } from "node:path";
+
+import { NotASocketError, SocketInUseError, StartupError } from "./errors.js";
+import { MAX_SOCKET_PATH_BYTES, PLUGINS_DIR } from "./protocol.js";
+
+const CONNECT_TIMEOUT_MS = 1000;
+
+/** `<socket dir>/plugins/<name>.sock`. */
+export function pluginSocketPath(socketDir: string, name: string): string {
+  return join(socketDir, PLUGINS_DIR, `${name}.sock`);
+}
+
+function errorCode(error: unknown): string | undefined {
+  return error instanceof Error && "code" in error && typeof error.code === "string"
+    ? error.code
+    : undefined;
+}
+
+/**
+ * Whether something accepts connections on the socket at `path`. A refused
+ * connect or a missing file means nobody does: the socket is stale. A connect
+ * that hangs or finds the backlog full (`EAGAIN`) means a live, busy server.
+ *
+ * @throws {StartupError} on any other error (e.g. no permission): then it
+ *   cannot be told, and the socket must not be treated as stale.
+ */
+export function isLive(path: string, plugin = ""): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ path });
+    const done = (live: boolean | Error) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (live instanceof Error) {
+        reject(live);
+      } else {
+        resolve(live);
+      }
+    };
+    const timer = setTimeout(() => done(true), CONNECT_TIMEOUT_MS);
+    socket.once("connect", () => done(true));
+    socket.once("error", (error) => {
+      const code = errorCode(error);
+      if (code === "ECONNREFUSED" || code === "ENOENT") {
+        done(false);
+      } else if (code === "EAGAIN") {
+        done(true);
+      } else {
+        done(
+          new StartupError(
+            `${plugin ? `plugin ${plugin}: ` : ""}cannot tell whether ${path} is in use: ` +
+              `${error.message}; check the permissions of the socket directory`,
+          ),
+        );
+      }
+    });
+  });
+}
+
+/**
+ * Makes `path` free to bind for `plugin`: creates its directory and removes a
+ * stale socket.
+ *
+ * @throws {StartupError} ({@link SocketInUseError}, {@link NotASocketError})
+ *   saying why the path cannot be used and what to do.
+ */
+export async function claimSocket(path: string, plugin: string): Promise<void> {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
+    throw new StartupError(
+      `plugin ${plugin}: socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, ` +
+        "the limit of Unix sockets; set KPLUG_SOCKET_DIR to a shorter directory",
+    );
+  }
+  try {
+    await mkdir(dirname(path), { recursive: true });
+  } catch (error) {
+    throw new StartupError(
+      `plugin ${plugin}: cannot create the socket directory ${dirname(path)}: ` +
+        `${(error as Error).message}; check KPLUG_SOCKET_DIR and that the shared volume is ` +
+        "mounted and writable",
+    );
+  }
+  let stats;
+  try {
+    stats = await lstat(path);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") {
+      return;
+    }
+    throw new StartupError(`plugin ${plugin}: cannot inspect ${path}: ${(error as Error).message}`);
+  }
+  if (!stats.isSocket()) {
+    throw new NotASocketError(
+      `plugin ${plugin}: ${path} exists and is not a socket; refusing to delete it. ` +
+        "Remove it by hand if it is not needed, or pick another plugin name",
+    );
+  }
+  if (await isLive(path, plugin)) {
+    throw new SocketInUseError(
+      `plugin ${plugin}: ${path} is served by another live process; refusing to take it ` +
+        "over. Stop the other instance, or give this plugin another name",
+    );
+  }
+  try {
+    await unlink(path); // stale: left behind by a crashed instance
+  } catch (error) {
+    if (errorCode(error) !== "ENOENT") {
+      throw new StartupError(
+        `plugin ${plugin}: cannot remove the stale socket ${path}: ${(error as Error).message}`,
+      );
+    }
+  }
+}
+
+/** The identity of a socket file we bound, to tell it from a successor's. */
+export class SocketFile {
+  private constructor(
+    /** The path. */
+    readonly path: string,
+    private readonly device: number,
+    private readonly inode: number,
+  ) {}
+
+  /** The socket file now at `path` (call it right after binding). */
+  static async boundAt(path: string): Promise<SocketFile> {
+    const stats = await lstat(path);
+    return new SocketFile(path, stats.dev, stats.ino);
+  }
+
+  /**
+   * Removes the file if it is still the one we bound and nobody serves on
+   * it (call it once our server stopped); true if removed.
+   */
+  async remove(): Promise<boolean> {
+    let stats;
+    try {
+      stats = await lstat(this.path);
+    } catch {
+      return false; // Node.js removes it when the server closes
+    }
+    if (stats.dev !== this.device || stats.ino !== this.inode) {
+      return false; // a newer instance bound the path since: not ours
+    }
+    // Inode numbers are reused at once, so the same number does not prove it
+    // is still our file: a live server on it is a successor's.
+    try {
+      if (await isLive(this.path)) {
+        return false;
+      }
+      await unlink(this.path);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,172 @@
+// The shared SDK conformance cases (sidecar-sdk/conformance/cases.json),
+// against the TypeScript conformance plugin (conformance/plugin.ts) run as a
+// real plugin process on a real socket, with a real gRPC client; the same
+// runner as sidecar-sdk/python/tests/test_conformance.py.
+
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { CASES } from "../conformance/plugin.js";
+import {
+  type Child,
+  Dialer,
+  exitCode,
+  killChild,
+  type PluginStub,
+  removeDir,
+  startNode,
+  tempSocketDir,
+  waitUntil,
+} from "./helpers.js";
+import { type JsonValue, proto } from "./sdk.js";
+
+const MAIN = join(dirname(fileURLToPath(import.meta.url)), "..", "conformance", "main.js");
+
+interface Case {
+  name: string;
+  request: {
+    rpc: "GetInfo" | "Probe" | "Reconcile" | "Finalize";
+    implementation?: string;
+    object?: JsonValue;
+    object_raw?: string;
+    extensions?: JsonValue[];
+  };
+  expect: Record<string, JsonValue>;
+}
+
+const { cases } = JSON.parse(readFileSync(CASES, "utf8")) as { cases: Case[] };
+
+const encode = (value: JsonValue) => Buffer.from(JSON.stringify(value), "utf8");
+
+/** The name of a generated enum value without its prefix, e.g. OUTCOME_OK → OK. */
+function enumName(names: Record<number, string>, value: number, prefix: string): string {
+  return (names[value] ?? `${prefix}UNSPECIFIED`).slice(prefix.length);
+}
+
+const capitalized = (text: string) => text.charAt(0) + text.slice(1).toLowerCase();
+
+function refJson(ref: proto.ObjectRef): JsonValue {
+  return { apiVersion: ref.apiVersion, kind: ref.kind, namespace: ref.namespace, name: ref.name };
+}
+
+/** Status bytes decoded; they must be compact UTF-8 JSON (compared by length, key order is free). */
+function statusJson(raw: Uint8Array, name: string): JsonValue {
+  if (raw.length === 0) {
+    return null;
+  }
+  const value = JSON.parse(Buffer.from(raw).toString("utf8")) as JsonValue;
+  assert.equal(raw.length, Buffer.byteLength(JSON.stringify(value)), `${name}: status is not compact JSON`);
+  return value;
+}
+
+function responseJson(
+  response: proto.ReconcileResponse | proto.FinalizeResponse,
+  name: string,
+): Record<string, JsonValue> {
+  const actual: Record<string, JsonValue> = {
+    outcome: enumName(proto.Outcome, response.outcome, "OUTCOME_"),
+    message: response.message,
+    retry_after_seconds:
+      response.retryAfter === undefined ? null : response.retryAfter.seconds + response.retryAfter.nanos / 1e9,
+  };
+  if ("status" in response) {
+    actual["status"] = statusJson(response.status, name);
+    actual["extension_statuses"] = response.extensionStatuses.map((s) => ({
+      target: s.target === undefined ? null : refJson(s.target),
+      status: statusJson(s.status, name),
+    }));
+    actual["conditions"] = response.conditions.map((c) => ({
+      type: c.type,
+      status: capitalized(enumName(proto.ConditionStatus, c.status, "CONDITION_STATUS_")),
+      reason: c.reason,
+      message: c.message,
+    }));
+  }
+  actual["events"] = response.events.map((e) => ({
+    type: capitalized(enumName(proto.EventType, e.type, "EVENT_TYPE_")),
+    reason: e.reason,
+    message: e.message,
+    regarding: e.regarding === undefined ? null : refJson(e.regarding),
+  }));
+  return actual;
+}
+
+function infoJson(info: proto.GetInfoResponse): JsonValue {
+  return {
+    name: info.name,
+    version: info.version,
+    protocol: info.protocol,
+    description: info.description,
+    offers: info.offers.map((o) => ({
+      base: { group: o.base?.group ?? "", kind: o.base?.kind ?? "" },
+      implementation: o.implementation,
+      extensions: o.extensions.map((e) => ({ group: e.group, kind: e.kind })),
+    })),
+    capabilities: info.capabilities.map((c) => enumName(proto.Capability, c, "CAPABILITY_")),
+  };
+}
+
+describe("the shared conformance cases", () => {
+  let dir: string;
+  let plugin: Child;
+  let stub: PluginStub;
+  const dialer = new Dialer();
+
+  // One conformance plugin process for all cases, which run in file order.
+  before(async () => {
+    assert.ok(cases.length >= 20, "the case file looks truncated");
+    dir = await tempSocketDir();
+    plugin = startNode(MAIN, { KPLUG_SOCKET_DIR: dir, KPLUG_HEARTBEAT_INTERVAL: "60" });
+    const socket = join(dir, "plugins", "conformance.sock");
+    await waitUntil(() => existsSync(socket), `${socket} (plugin log:\n${plugin.stderr()})`, 15000);
+    stub = dialer.open(socket);
+  });
+
+  after(async () => {
+    try {
+      plugin.process.kill("SIGTERM");
+      assert.equal(await exitCode(plugin, 15000), 0, plugin.stderr());
+    } finally {
+      dialer.close();
+      await killChild(plugin);
+      await removeDir(dir);
+    }
+  });
+
+  for (const testCase of cases) {
+    it(testCase.name, async () => {
+      const { request } = testCase;
+      const expected = { ...testCase.expect };
+      let actual: JsonValue;
+      if (request.rpc === "GetInfo") {
+        actual = infoJson(await stub.getInfo());
+      } else if (request.rpc === "Probe") {
+        const probe = await stub.probe();
+        actual = { ready: probe.ready, message: probe.message };
+      } else {
+        const wire = {
+          implementation: request.implementation ?? "",
+          object:
+            request.object !== undefined ? encode(request.object) : Buffer.from(request.object_raw ?? "", "utf8"),
+          extensions: (request.extensions ?? []).map(encode),
+        };
+        const response =
+          request.rpc === "Reconcile" ? await stub.reconcile(wire) : await stub.finalize(wire);
+        const shaped = responseJson(response, testCase.name);
+        const contains = expected["message_contains"];
+        if (typeof contains === "string") {
+          delete expected["message_contains"];
+          const message = shaped["message"];
+          assert.ok(typeof message === "string");
+          assert.ok(message.includes(contains), `message ${JSON.stringify(message)} lacks ${JSON.stringify(contains)}`);
+          delete shaped["message"];
+        }
+        actual = shaped;
+      }
+      assert.deepEqual(actual, expected);
+    });
+  }
+});

@@ -1,0 +1,4 @@
+// What the tests import from the SDK: its public API, and a few internals.
+export * from "../src/index.js";
+export { secondsToDuration as secondsToDurationForTests } from "../src/response.js";
+export { channelOptions } from "../src/heartbeat.js";
