@@ -32,6 +32,7 @@ mod listener;
 pub mod metrics;
 pub mod ownership;
 pub mod plugin;
+pub mod refusal;
 pub mod registry;
 pub mod selection;
 pub mod share;

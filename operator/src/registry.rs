@@ -50,7 +50,8 @@ use crate::confinement::confine;
 use crate::connection::dial;
 use crate::events::{Events, Severity};
 use crate::metrics::Metrics;
-use crate::ownership::{Impostor, Ownership};
+use crate::ownership::Ownership;
+use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::selection::Candidate;
 
@@ -114,82 +115,6 @@ impl RegistryConfig {
             )));
         }
         Ok(())
-    }
-}
-
-/// Why a heartbeat was refused.
-#[derive(Debug, thiserror::Error)]
-enum Refusal {
-    #[error(
-        "invalid plugin name {0:?}: use a DNS label (lowercase letters, digits and '-', at most 63 characters)"
-    )]
-    Name(String),
-    #[error("plugin {0}: instance_id is empty; send a fresh random id per process start")]
-    InstanceId(String),
-    #[error("plugin {name}: {field} is {got}; at most {max} are accepted")]
-    TooLarge {
-        name: String,
-        field: &'static str,
-        got: usize,
-        max: usize,
-    },
-    #[error(
-        "plugin {name}: {registered} plugins are registered, the most this operator accepts (--max-plugins); remove one or raise the limit"
-    )]
-    TooMany { name: String, registered: usize },
-    #[error("plugin {name}: protocol {got:?} is not supported; this operator speaks {want:?}")]
-    Protocol {
-        name: String,
-        got: String,
-        want: &'static str,
-    },
-    #[error("plugin {name}: {source}")]
-    Socket {
-        name: String,
-        #[source]
-        source: crate::confinement::ConfinementError,
-    },
-    #[error("plugin {name}: cannot dial {socket}: {message}")]
-    Dial {
-        name: String,
-        socket: PathBuf,
-        message: String,
-    },
-    #[error("plugin {name}: GetInfo failed: {source}")]
-    GetInfo {
-        name: String,
-        #[source]
-        source: CallError,
-    },
-    #[error(
-        "plugin {name}: GetInfo answers name {got:?} and protocol {protocol:?}; it must match the heartbeat ({name:?}, {want:?})"
-    )]
-    Mismatch {
-        name: String,
-        got: String,
-        protocol: String,
-        want: &'static str,
-    },
-    #[error(transparent)]
-    Impostor(#[from] Impostor),
-}
-
-impl Refusal {
-    /// A CamelCase code for the `reason` label of
-    /// `kplug_registrations_refused_total`.
-    fn reason(&self) -> &'static str {
-        match self {
-            Self::Name(_) => "InvalidName",
-            Self::InstanceId(_) => "InvalidInstanceId",
-            Self::TooLarge { .. } => "TooLarge",
-            Self::TooMany { .. } => "TooManyPlugins",
-            Self::Protocol { .. } => "UnsupportedProtocol",
-            Self::Socket { .. } => "SocketNotConfined",
-            Self::Dial { .. } => "DialFailed",
-            Self::GetInfo { .. } => "GetInfoFailed",
-            Self::Mismatch { .. } => "GetInfoMismatch",
-            Self::Impostor(_) => "ImplementationOwned",
-        }
     }
 }
 
@@ -549,26 +474,7 @@ impl Registry {
     }
 
     async fn handle_heartbeat(&self, req: HeartbeatRequest) -> Result<String, Refusal> {
-        validate_name(&req.name)?;
-        if req.instance_id.is_empty() {
-            return Err(Refusal::InstanceId(req.name));
-        }
-        if req.instance_id.len() > limits::MAX_INSTANCE_ID_LEN {
-            return Err(Refusal::TooLarge {
-                name: req.name,
-                field: "instance_id (bytes)",
-                got: req.instance_id.len(),
-                max: limits::MAX_INSTANCE_ID_LEN,
-            });
-        }
-        check_sizes(&req.name, &req.version, "", &req.offers)?;
-        if req.protocol != kplug_proto::PROTOCOL {
-            return Err(Refusal::Protocol {
-                name: req.name,
-                got: req.protocol,
-                want: kplug_proto::PROTOCOL,
-            });
-        }
+        check_heartbeat(&req)?;
         let known = self.current(&req.name, &req.instance_id);
         if let Some(known) = known {
             known.touch();
@@ -827,57 +733,6 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 8;
 /// idle or half-open gives its permit back; gRPC clients reconnect.
 const MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
 
-/// The bounds of `kplug_proto::limits` on what a plugin declares, in its
-/// heartbeat and again in `GetInfo`.
-fn check_sizes(
-    name: &str,
-    version: &str,
-    description: &str,
-    offers: &[kplug_proto::v1::Offer],
-) -> Result<(), Refusal> {
-    let too_large = |field: &'static str, got: usize, max: usize| {
-        (got > max).then(|| Refusal::TooLarge {
-            name: name.to_owned(),
-            field,
-            got,
-            max,
-        })
-    };
-    let checks = [
-        too_large("version (bytes)", version.len(), limits::MAX_VERSION_LEN),
-        too_large(
-            "description (bytes)",
-            description.len(),
-            limits::MAX_DESCRIPTION_LEN,
-        ),
-        too_large("offers", offers.len(), limits::MAX_OFFERS),
-        too_large(
-            "extensions of one offer",
-            offers.iter().map(|o| o.extensions.len()).max().unwrap_or(0),
-            limits::MAX_EXTENSIONS_PER_OFFER,
-        ),
-    ];
-    match checks.into_iter().flatten().next() {
-        Some(refusal) => Err(refusal),
-        None => Ok(()),
-    }
-}
-
-fn validate_name(name: &str) -> Result<(), Refusal> {
-    let valid = !name.is_empty()
-        && name.len() <= limits::MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid {
-        Ok(())
-    } else {
-        Err(Refusal::Name(name.to_owned()))
-    }
-}
-
 fn describe_offers(instance: &PluginInstance) -> String {
     let offers: Vec<_> = instance
         .offers
@@ -913,27 +768,4 @@ pub fn socket_dir(explicit: Option<&Path>) -> PathBuf {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_must_be_dns_labels() {
-        for ok in ["postgresql", "pg-2", "a"] {
-            assert!(validate_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "Postgres",
-            "pg_sql",
-            "-pg",
-            "pg-",
-            "a/b",
-            &"x".repeat(64),
-        ] {
-            assert!(validate_name(bad).is_err(), "{bad:?}");
-        }
-    }
 }
