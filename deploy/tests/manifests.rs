@@ -409,9 +409,17 @@ fn deployment_has_operator_and_plugins(overlay: &str) {
         items(operator, "/args").contains(&json!("--resource=myorg.org/v1alpha1/DatabaseTable")),
         "{operator}"
     );
-    // No leader election: one replica, never two at once.
-    assert_eq!(deployment["spec"]["replicas"], 1);
-    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    // Two replicas with leader election; a rollout never drops below two.
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
+    assert!(
+        !items(operator, "/args").contains(&json!("--leader-election=false")),
+        "{operator}"
+    );
 
     // Every container: non-root, read-only, no privileges, requests set.
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);

@@ -41,6 +41,8 @@ const EXTENSIONS: [&str; 2] = [
     "databasetablepostgresqlextensions",
 ];
 const T: Duration = Duration::from_secs(30);
+/// The operator's leader election Lease (kplug-<kind>-<group>).
+const LEASE: &str = "leases#kplug-databasetable-myorg.org";
 
 /// The operator's objects as rendered (the `all` overlay: components add no
 /// RBAC, and this checks that they do not).
@@ -62,7 +64,12 @@ async fn install(client: &Client, objects: &[Value]) {
     for object in objects.iter().filter(|o| {
         matches!(
             kind(o),
-            "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
         )
     }) {
         let (group, version) = object["apiVersion"]
@@ -88,7 +95,12 @@ async fn install(client: &Client, objects: &[Value]) {
 
 /// What the API server says about the operator's account doing `verb` on
 /// `group/resource[/subresource]` in `namespace` ("" = all namespaces).
+/// `resource` is `plural`, `plural/subresource` or `plural#name`.
 async fn can(client: &Client, verb: &str, group: &str, resource: &str, namespace: &str) -> bool {
+    let (resource, name) = match resource.split_once('#') {
+        Some((r, n)) => (r, Some(n.to_owned())),
+        None => (resource, None),
+    };
     let (resource, subresource) = match resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_owned())),
         None => (resource, None),
@@ -106,6 +118,7 @@ async fn can(client: &Client, verb: &str, group: &str, resource: &str, namespace
                 group: Some(group.into()),
                 resource: Some(resource.into()),
                 subresource,
+                name,
                 namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
                 ..ResourceAttributes::default()
             }),
@@ -174,6 +187,11 @@ async fn the_operator_account_can_do_what_the_operator_does_and_no_more() {
             allowed.push((verb, "events.k8s.io", "events".into(), namespace));
         }
     }
+    // Leader election, on its own Lease in its own namespace.
+    allowed.push(("create", "coordination.k8s.io", "leases".into(), NAMESPACE));
+    for verb in ["get", "patch"] {
+        allowed.push((verb, "coordination.k8s.io", LEASE.into(), NAMESPACE));
+    }
     let mut refused_but_needed = Vec::new();
     for (verb, group, resource, namespace) in &allowed {
         if !can(&client, verb, group, resource, namespace).await {
@@ -204,7 +222,15 @@ async fn the_operator_account_can_do_what_the_operator_does_and_no_more() {
         ("list", "", "namespaces".into(), ""),
         ("get", "", "nodes".into(), ""),
         ("impersonate", "", "users".into(), ""),
-        ("create", "coordination.k8s.io", "leases".into(), NAMESPACE),
+        ("create", "coordination.k8s.io", "leases".into(), "team-a"),
+        ("delete", "coordination.k8s.io", LEASE.into(), NAMESPACE),
+        (
+            "patch",
+            "coordination.k8s.io",
+            "someone-elses-lease".into(),
+            NAMESPACE,
+        ),
+        ("list", "coordination.k8s.io", "leases".into(), NAMESPACE),
         ("get", "events.k8s.io", "events".into(), "team-a"),
         ("delete", "events.k8s.io", "events".into(), "team-a"),
         (
@@ -271,12 +297,16 @@ fn the_rules_are_exactly_the_operators_calls() {
         .iter()
         .filter(|o| matches!(kind(o), "ClusterRole" | "Role"))
         .collect();
-    assert_eq!(roles.len(), 1, "one role");
+    assert_eq!(
+        roles.len(),
+        2,
+        "the operator's role and its leader election role"
+    );
     let bindings: Vec<&Value> = objects
         .iter()
         .filter(|o| matches!(kind(o), "ClusterRoleBinding" | "RoleBinding"))
         .collect();
-    assert_eq!(bindings.len(), 1, "one binding");
+    assert_eq!(bindings.len(), 2, "one binding each");
     let role = the(&objects, "ClusterRole", "kplug-operator");
     let mut granted = BTreeSet::new();
     for rule in items(role, "/rules") {
@@ -315,6 +345,25 @@ fn the_rules_are_exactly_the_operators_calls() {
     }
     add("events.k8s.io", "events", &["create", "patch"]);
     assert_eq!(granted, expected);
+
+    // Leader election: create a Lease; get and patch only its own.
+    let election = the(&objects, "Role", "kplug-operator-leader-election");
+    assert_eq!(
+        items(election, "/rules"),
+        [
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}),
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kplug-databasetable-myorg.org"], "verbs": ["get", "patch"]}),
+        ]
+    );
+    let election_binding = the(&objects, "RoleBinding", "kplug-operator-leader-election");
+    assert_eq!(
+        election_binding["roleRef"]["name"],
+        "kplug-operator-leader-election"
+    );
+    assert_eq!(
+        items(election_binding, "/subjects"),
+        [json!({"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE})]
+    );
 
     let binding = the(&objects, "ClusterRoleBinding", "kplug-operator");
     assert_eq!(binding["roleRef"]["name"], "kplug-operator");

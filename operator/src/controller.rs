@@ -44,6 +44,7 @@ use crate::share::{BUSY_REQUEUE, Shares};
 use crate::status::{self, Checked, Condition, OperatorConditions, types};
 use crate::target::Target;
 use crate::waiting::{Need, Waiting};
+use crate::written::Written;
 
 /// How implementations are chosen (`--selection`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -145,6 +146,8 @@ pub struct Context {
     pub waiting: Arc<Waiting>,
     /// Each plugin's share of the workers.
     pub shares: Shares,
+    /// What the operator last wrote to each status (repairs, no loops).
+    pub written: Arc<Written>,
 }
 
 impl Context {
@@ -717,6 +720,9 @@ async fn write_operator_status(
             status["plugin"] = json!(plugin);
         }
     }
+    // Remembered before it is sent: its echo on the watch must already
+    // match, or it would wake the object again.
+    ctx.written.record(obj, &status);
     let params = PatchParams::apply(&ctx.settings.field_manager).force();
     ctx.api(obj)
         .patch_status(
@@ -843,6 +849,7 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
     {
         ctx.extensions.forget(obj);
         ctx.waiting.done(&ctx.object_ref(obj));
+        ctx.written.forget(obj);
         return Ok(Action::await_change());
     }
     let uid = obj.uid().unwrap_or_default();

@@ -1,8 +1,11 @@
 //! `/metrics`, `/healthz` and `/readyz` on `--metrics-addr`.
 //!
 //! - `/healthz`: 200 while the process serves HTTP (liveness).
-//! - `/readyz`: 200 once the registry socket is served and the controller's
-//!   cache is synced; 503 with the reason before (readiness).
+//! - `/readyz`: 200 once the registry socket is served and, on the leader,
+//!   the controller's cache is synced; 503 with the reason before
+//!   (readiness). A follower (leader election on, another replica leads) is
+//!   ready once its registry is served: its plugin sidecars can register,
+//!   and it can take over. The body says which.
 //! - `/metrics`: Prometheus text exposition (see [`crate::metrics`]).
 
 use std::net::SocketAddr;
@@ -18,18 +21,34 @@ use axum::routing::get;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 
-/// Shared readiness of the controller (set once its cache is synced).
+/// Shared readiness of the controller.
 #[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    synced: Arc<AtomicBool>,
+    following: Arc<AtomicBool>,
+}
 
 impl Readiness {
-    /// Marks the controller ready; true the first time.
+    /// Marks the controller's cache synced; true the first time.
     pub fn set_ready(&self) -> bool {
-        !self.0.swap(true, Ordering::AcqRel)
+        !self.synced.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether another replica leads (this one waits to take over). A new
+    /// term as leader starts unsynced.
+    pub fn set_following(&self, following: bool) {
+        self.following.store(following, Ordering::Release);
+        if !following {
+            self.synced.store(false, Ordering::Release);
+        }
     }
 
     fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.synced.load(Ordering::Acquire)
+    }
+
+    fn is_following(&self) -> bool {
+        self.following.load(Ordering::Acquire)
     }
 }
 
@@ -97,6 +116,11 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "registry socket not served yet\n",
+        )
+    } else if state.readiness.is_following() {
+        (
+            StatusCode::OK,
+            "ok (follower: another replica leads; plugins register here, and this replica takes over if the leader goes)\n",
         )
     } else if !state.readiness.is_ready() {
         (

@@ -28,6 +28,7 @@ pub mod controller;
 pub mod events;
 pub mod extensions;
 pub mod http;
+pub mod leader;
 mod listener;
 pub mod metrics;
 pub mod ownership;
@@ -39,6 +40,7 @@ pub mod share;
 pub mod status;
 pub mod target;
 pub mod waiting;
+pub mod written;
 
 mod run;
 
@@ -71,6 +73,17 @@ pub enum Error {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// Leader election could not start.
+    #[error(
+        "leader election on Lease {lease}: {source}; check that the operator may get, create and patch Leases there (RBAC), or run with --leader-election=false"
+    )]
+    Leader {
+        /// `namespace/name` of the Lease.
+        lease: String,
+        /// The cause.
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
     },
     /// Settings that cannot work together.
     #[error("{0}")]

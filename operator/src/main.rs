@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use kplug_operator::controller::{SelectionMode, Settings};
+use kplug_operator::leader::LeaderElection;
 use kplug_operator::registry::RegistryConfig;
 use tracing_subscriber::EnvFilter;
 
@@ -101,6 +102,26 @@ struct Args {
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     resync: Duration,
 
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that
+    /// several replicas (each with its own plugin sidecars) can run and one
+    /// leads; --leader-election=false to reconcile unconditionally
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_election: bool,
+
+    /// The leader Lease's name (default: kplug-<kind>-<group>, lowercase)
+    #[arg(long)]
+    lease_name: Option<String>,
+
+    /// The leader Lease's namespace (default: $POD_NAMESPACE, else
+    /// --namespace, else default)
+    #[arg(long)]
+    lease_namespace: Option<String>,
+
+    /// How long the leader's Lease stays valid without renewal: a leader
+    /// that dies is replaced within this time
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+
     /// Serve /metrics, /healthz and /readyz here
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
@@ -163,10 +184,13 @@ fn path(field: &str) -> Vec<String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Colours only for a person at a terminal, never in files or log
+    // collectors.
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let args = Args::parse();
     let client = match kube::Client::try_default().await {
@@ -178,6 +202,31 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let leader_election = args.leader_election.then(|| {
+        let kind = kplug_operator::target::parse(&args.resource).ok();
+        LeaderElection {
+            lease_name: args.lease_name.clone().unwrap_or_else(|| {
+                kind.as_ref().map_or_else(
+                    || "kplug-operator".to_owned(),
+                    |gvk| LeaderElection::default_lease_name(&gvk.kind, &gvk.group),
+                )
+            }),
+            lease_namespace: args
+                .lease_namespace
+                .clone()
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|n| !n.is_empty())
+                })
+                .or_else(|| args.namespace.clone())
+                .unwrap_or_else(|| "default".to_owned()),
+            identity: LeaderElection::default_identity(),
+            duration: args.lease_duration,
+            // Renew a third of the way before expiry (at least 1 s).
+            grace: (args.lease_duration / 3).max(Duration::from_secs(1)),
+        }
+    });
     let config = kplug_operator::Config {
         resource: args.resource,
         namespace: args.namespace,
@@ -202,6 +251,7 @@ async fn main() -> ExitCode {
         },
         metrics_addr: Some(args.metrics_addr),
         concurrency: args.workers,
+        leader_election,
         max_reconciles_per_plugin: args.max_reconciles_per_plugin,
         ..kplug_operator::Config::default()
     };

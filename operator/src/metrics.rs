@@ -53,6 +53,7 @@ type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     registry: Arc<Registry>,
     plugins_registered: Gauge,
+    leader: Gauge,
     plugin_up: Family<PluginLabels, Gauge>,
     call_duration: HistogramFamily,
     reconciles: Family<OutcomeLabels, Counter>,
@@ -83,6 +84,12 @@ impl Metrics {
             "kplug_plugins_registered",
             "Plugins registered and ready",
             plugins_registered.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "kplug_leader",
+            "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
+            leader.clone(),
         );
         let plugin_up = Family::<PluginLabels, Gauge>::default();
         registry.register(
@@ -120,6 +127,7 @@ impl Metrics {
         Self {
             registry: Arc::new(registry),
             plugins_registered,
+            leader,
             plugin_up,
             call_duration,
             reconciles,
@@ -133,6 +141,11 @@ impl Metrics {
     pub fn set_plugins_registered(&self, n: usize) {
         self.plugins_registered
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Whether this replica reconciles.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Marks a plugin up or down.

@@ -178,7 +178,6 @@ fn validate_name(name: &str) -> Result<(), Refusal> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,8 +51,8 @@ use crate::connection::dial;
 use crate::events::{Events, Severity};
 use crate::metrics::Metrics;
 use crate::ownership::Ownership;
-use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::selection::Candidate;
 
 /// Registry settings.

@@ -5,23 +5,25 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::backoff::{Backoff, FailureTracker};
 use crate::controller::{self, Context, Settings};
 use crate::events::Events;
 use crate::extensions::Extensions;
 use crate::http::{self, Readiness};
+use crate::leader::{Elector, LeaderElection};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, RegistryConfig};
 use crate::share::Shares;
 use crate::target::Target;
 use crate::waiting::{Waiting, Wakeups, wake_on_changes};
+use crate::written::Written;
 
 /// Everything [`run`] needs.
 #[derive(Clone, Debug)]
@@ -43,6 +45,8 @@ pub struct Config {
     /// Reconciles one plugin may have in progress; fewer than
     /// `concurrency`, so that a plugin that hangs cannot take every worker.
     pub max_reconciles_per_plugin: u16,
+    /// Reconcile only while holding this Lease (none: always).
+    pub leader_election: Option<LeaderElection>,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             controller_name: "kplug-operator".into(),
             concurrency: 8,
             max_reconciles_per_plugin: 6,
+            leader_election: None,
         }
     }
 }
@@ -75,6 +80,14 @@ pub async fn run(
         return Err(crate::Error::Config(format!(
             "--max-reconciles-per-plugin {} must be below --workers {}: a plugin that hangs would take every worker",
             config.max_reconciles_per_plugin, config.concurrency
+        )));
+    }
+    if let Some(election) = &config.leader_election
+        && election.grace >= election.duration
+    {
+        return Err(crate::Error::Config(format!(
+            "--lease-duration {:?} is too short: the leader renews {:?} before expiry; use at least 2s",
+            election.duration, election.grace
         )));
     }
     let target = Target::discover(&client, &config.resource).await?;
@@ -128,44 +141,6 @@ pub async fn run(
         config.namespace.clone(),
         wake.clone(),
     );
-    let api: Api<DynamicObject> = match &config.namespace {
-        Some(ns) if target.namespaced => {
-            Api::namespaced_with(client.clone(), ns, &target.api_resource)
-        }
-        _ => Api::all_with(client.clone(), &target.api_resource),
-    };
-    let writer = Writer::new(target.api_resource.clone());
-    let store = writer.as_reader();
-    // Ready once the first list is in the cache. This is read off the
-    // stream rather than from `store.wait_until_ready()`: that future keeps
-    // only the waker of its last poller, and the controller polls it too, so
-    // a second waiter is never woken (and /readyz stayed 503 forever).
-    let synced = readiness.clone();
-    // Our own status writes must not trigger reconciles (that would loop):
-    // only spec changes (generation) do, and deletion marks bump generation.
-    let objects = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .inspect(move |event| {
-            if matches!(event, Ok(watcher::Event::InitDone)) && synced.set_ready() {
-                tracing::info!("controller cache synced; ready");
-            }
-        })
-        .applied_objects()
-        .predicate_filter(predicates::generation, PredicateConfig::default());
-    // A registry change (a plugin registered, became ready, went away)
-    // reconciles only the objects it concerns (crate::waiting).
-    let waiting = Arc::new(Waiting::default());
-    let wakeups = tokio::spawn(wake_on_changes(Wakeups {
-        registry: registry.clone(),
-        waiting: Arc::clone(&waiting),
-        kind: target.group_kind(),
-        api_resource: target.api_resource.clone(),
-        store: store.clone(),
-        grace: config.registry.heartbeat_ttl,
-        wake: wake.clone(),
-    }));
-
     let ctx = Arc::new(Context {
         client: client.clone(),
         target: target.clone(),
@@ -178,21 +153,44 @@ pub async fn run(
             Duration::from_millis(500),
             Duration::from_secs(300),
         )),
-        waiting,
+        waiting: Arc::new(Waiting::default()),
         shares: Shares::new(config.max_reconciles_per_plugin.into()),
+        written: Arc::new(Written::default()),
     });
-
-    let controller = Controller::for_stream_with(objects, store, target.api_resource.clone())
-        .with_config(kube::runtime::Config::default().concurrency(config.concurrency))
-        .reconcile_on(UnboundedReceiverStream::new(woken))
-        .graceful_shutdown_on(until_stopped())
-        .run(controller::reconcile, controller::error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller event");
+    let term = Term {
+        ctx,
+        config: config.clone(),
+        readiness: readiness.clone(),
+        wake,
+        woken: Arc::new(tokio::sync::Mutex::new(woken)),
+    };
+    let mut elector = match &config.leader_election {
+        Some(election) => {
+            readiness.set_following(true);
+            Some(Elector::start(client.clone(), election).await?)
+        }
+        None => None,
+    };
+    // Lead (or wait to), run the controller while leading, and start again
+    // when leadership is lost.
+    let terms = async {
+        loop {
+            let Some(elector) = elector.as_mut() else {
+                term.run(until_stopped()).await;
+                return;
+            };
+            elector.until_leading().await;
+            readiness.set_following(false);
+            metrics.set_leader(true);
+            tokio::select! {
+                () = term.run(until_stopped()) => return,
+                () = elector.until_lost() => {}
             }
-        });
-    let mut controller = std::pin::pin!(controller);
+            metrics.set_leader(false);
+            readiness.set_following(true);
+        }
+    };
+    let mut terms = Box::pin(terms);
 
     let mut shutdown = std::pin::pin!(shutdown);
     let result = tokio::select! {
@@ -201,18 +199,97 @@ pub async fn run(
             Ok(result) => result,
             Err(e) => Err(crate::Error::Resource { resource: config.resource.clone(), message: format!("registry task failed: {e}") }),
         },
-        () = &mut controller => Ok(()),
+        () = &mut terms => Ok(()),
     };
     tracing::info!("shutting down");
     let _ = stop.send(true);
     // Let in-flight reconciles finish (bounded), then stop serving.
-    let _ = tokio::time::timeout(Duration::from_secs(10), &mut controller).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), &mut terms).await;
+    drop(terms);
+    if let Some(elector) = elector {
+        elector.release().await;
+    }
     if !registry_task.is_finished() {
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut registry_task).await;
     }
-    wakeups.abort();
     if let Some(task) = http_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
     result
+}
+
+/// What one term as leader needs: the controller is built anew each time
+/// (a fresh list, so a new leader reconciles every object once).
+struct Term {
+    ctx: Arc<Context>,
+    config: Config,
+    readiness: Readiness,
+    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    woken: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>>>,
+}
+
+impl Term {
+    /// Runs the controller until `stopped` (gracefully) or until dropped.
+    async fn run(&self, stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+        let ctx = &self.ctx;
+        let target = &ctx.target;
+        let api: Api<DynamicObject> = match &self.config.namespace {
+            Some(ns) if target.namespaced => {
+                Api::namespaced_with(ctx.client.clone(), ns, &target.api_resource)
+            }
+            _ => Api::all_with(ctx.client.clone(), &target.api_resource),
+        };
+        let writer = Writer::new(target.api_resource.clone());
+        let store = writer.as_reader();
+        // Ready once the first list is in the cache. This is read off the
+        // stream rather than from `store.wait_until_ready()`: that future
+        // keeps only the waker of its last poller, and the controller polls
+        // it too, so a second waiter is never woken (/readyz stayed 503).
+        let synced = self.readiness.clone();
+        // Spec changes wake an object, and so does a change by anyone else
+        // to the status the operator owns (crate::written); its own status
+        // writes do not (they would loop).
+        let written = Arc::clone(&ctx.written);
+        let objects = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .inspect(move |event| {
+                if matches!(event, Ok(watcher::Event::InitDone)) && synced.set_ready() {
+                    tracing::info!("controller cache synced; ready");
+                }
+            })
+            .applied_objects()
+            .try_filter(move |obj| std::future::ready(written.wakes(obj)));
+        // A registry change (a plugin registered, became ready, went away)
+        // reconciles only the objects it concerns (crate::waiting).
+        let wakeups = tokio::spawn(wake_on_changes(Wakeups {
+            registry: ctx.registry.clone(),
+            waiting: Arc::clone(&ctx.waiting),
+            kind: target.group_kind(),
+            api_resource: target.api_resource.clone(),
+            store: store.clone(),
+            grace: self.config.registry.heartbeat_ttl,
+            wake: self.wake.clone(),
+        }));
+        let woken = futures::stream::unfold(Arc::clone(&self.woken), |woken| async move {
+            let next = woken.lock().await.recv().await;
+            next.map(|object| (object, woken))
+        });
+        Controller::for_stream_with(objects, store, target.api_resource.clone())
+            .with_config(kube::runtime::Config::default().concurrency(self.config.concurrency))
+            .reconcile_on(woken)
+            .graceful_shutdown_on(stopped)
+            .run(
+                controller::reconcile,
+                controller::error_policy,
+                Arc::clone(ctx),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "controller event");
+                }
+            })
+            .await;
+        wakeups.abort();
+    }
 }

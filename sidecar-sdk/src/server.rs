@@ -33,6 +33,7 @@ pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> 
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .try_init();
     Server::from_env(info, plugin)?
         .run_until(termination())

@@ -116,6 +116,26 @@ pub fn spawn_operator(
     extra: &[&str],
     kubeconfig: &Path,
 ) -> Child {
+    spawn_operator_as(
+        "kplug-operator-0",
+        ns,
+        sockets,
+        metrics_port,
+        extra,
+        kubeconfig,
+    )
+}
+
+/// [`spawn_operator`] as the replica in (pretend) Pod `pod`: its leader
+/// election identity, and where its registry Events go.
+pub fn spawn_operator_as(
+    pod: &str,
+    ns: &str,
+    sockets: &Path,
+    metrics_port: u16,
+    extra: &[&str],
+    kubeconfig: &Path,
+) -> Child {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
     cmd.args([
         "--resource",
@@ -131,7 +151,7 @@ pub fn spawn_operator(
     .env("KUBECONFIG", kubeconfig)
     .env("RUST_LOG", "info,kplug_operator=debug")
     // Registry events go to a (pretend) operator Pod in the test namespace.
-    .env("POD_NAME", "kplug-operator-0")
+    .env("POD_NAME", pod)
     .env("POD_NAMESPACE", ns)
     .stdin(Stdio::null())
     .kill_on_drop(true);
@@ -140,8 +160,13 @@ pub fn spawn_operator(
 
 /// Starts the scripted plugin with `env` (see sidecar-sdk/examples/scripted.rs).
 pub fn spawn_plugin(world: &World, env: &[(&str, &str)]) -> Child {
+    spawn_plugin_in(world, world.sockets.path(), env)
+}
+
+/// [`spawn_plugin`] next to another operator replica, on `sockets`.
+pub fn spawn_plugin_in(world: &World, sockets: &Path, env: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("examples/scripted"));
-    cmd.env("KPLUG_SOCKET_DIR", world.sockets.path())
+    cmd.env("KPLUG_SOCKET_DIR", sockets)
         .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
         .env("SCRIPTED_LOG", &world.log)
         .env("RUST_LOG", "info")
