@@ -431,6 +431,12 @@ async fn the_operator_works_with_exactly_these_permissions() {
         .arg(&sockets)
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         .args(["--heartbeat-interval", "500ms"])
+        .args([
+            "--extension-kind",
+            "myorg.org/DatabaseTableMariaDbExtension",
+            "--extension-kind",
+            "myorg.org/DatabaseTablePostgreSqlExtension",
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAME", "kplug-operator-rbac-test")
         .env("POD_NAMESPACE", NAMESPACE)

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use kplug_operator::controller::{SelectionMode, Settings};
+use kplug_operator::extensions::AllowList;
 use kplug_operator::leader::LeaderElection;
 use kplug_operator::registry::RegistryConfig;
 use tracing_subscriber::EnvFilter;
@@ -89,6 +90,19 @@ struct Args {
     /// Field of the base object holding the extension references
     #[arg(long, default_value = "spec.extensions")]
     extensions_field: String,
+
+    /// GROUP/KIND of an extension kind objects may reference (repeatable;
+    /// core/ConfigMap for the core group). Nothing else is ever read as an
+    /// extension: not the managed kind, not cluster-scoped kinds, not
+    /// Secrets unless listed here
+    #[arg(
+        long,
+        env = "KPLUG_EXTENSION_KINDS",
+        value_delimiter = ',',
+        value_name = "GROUP/KIND",
+        value_parser = AllowList::parse_kind
+    )]
+    extension_kind: Vec<(String, String)>,
 
     /// Field of the base object naming the preferred implementation
     #[arg(long, default_value = "spec.preferredImplementation")]
@@ -252,6 +266,7 @@ async fn main() -> ExitCode {
         metrics_addr: Some(args.metrics_addr),
         concurrency: args.workers,
         leader_election,
+        extension_kinds: AllowList::new(args.extension_kind),
         max_reconciles_per_plugin: args.max_reconciles_per_plugin,
         ..kplug_operator::Config::default()
     };

@@ -54,6 +54,7 @@ pub struct Metrics {
     registry: Arc<Registry>,
     plugins_registered: Gauge,
     leader: Gauge,
+    extension_watches: Gauge,
     plugin_up: Family<PluginLabels, Gauge>,
     call_duration: HistogramFamily,
     reconciles: Family<OutcomeLabels, Counter>,
@@ -90,6 +91,12 @@ impl Metrics {
             "kplug_leader",
             "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
             leader.clone(),
+        );
+        let extension_watches = Gauge::default();
+        registry.register(
+            "kplug_extension_watches",
+            "Extension kinds watched (allow-listed kinds that some object references)",
+            extension_watches.clone(),
         );
         let plugin_up = Family::<PluginLabels, Gauge>::default();
         registry.register(
@@ -128,6 +135,7 @@ impl Metrics {
             registry: Arc::new(registry),
             plugins_registered,
             leader,
+            extension_watches,
             plugin_up,
             call_duration,
             reconciles,
@@ -146,6 +154,12 @@ impl Metrics {
     /// Whether this replica reconciles.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Sets the number of extension kinds watched.
+    pub fn set_extension_watches(&self, n: usize) {
+        self.extension_watches
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Marks a plugin up or down.

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use crate::backoff::{Backoff, FailureTracker};
 use crate::controller::{self, Context, Settings};
 use crate::events::Events;
-use crate::extensions::Extensions;
+use crate::extensions::{AllowList, Extensions};
 use crate::http::{self, Readiness};
 use crate::leader::{Elector, LeaderElection};
 use crate::metrics::Metrics;
@@ -47,6 +47,8 @@ pub struct Config {
     pub max_reconciles_per_plugin: u16,
     /// Reconcile only while holding this Lease (none: always).
     pub leader_election: Option<LeaderElection>,
+    /// The extension kinds objects may reference (none by default).
+    pub extension_kinds: AllowList,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             concurrency: 8,
             max_reconciles_per_plugin: 6,
             leader_election: None,
+            extension_kinds: AllowList::default(),
         }
     }
 }
@@ -139,6 +142,8 @@ pub async fn run(
         client.clone(),
         target.api_resource.clone(),
         config.namespace.clone(),
+        config.extension_kinds.clone(),
+        metrics.clone(),
         wake.clone(),
     );
     let ctx = Arc::new(Context {

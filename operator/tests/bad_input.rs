@@ -694,3 +694,89 @@ async fn an_impostor_implementation_is_refused_and_the_owner_keeps_its_objects()
         "{calls:?}"
     );
 }
+
+/// A tenant who may create base objects lists things the operator must not
+/// read as extensions: each is refused with a condition naming it, and no
+/// watch is started for any of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_that_are_not_allowed_are_refused_and_never_watched() {
+    // Namespaces are allow-listed here only to show that a cluster-scoped
+    // kind is refused even then.
+    let w = world("notallowed", &["--extension-kind", "core/Namespace"]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "db-password"}, "stringData": {"password": "hunter2"},
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.client.clone(), &w.ns)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    w.create_table("victim", "PostgreSQL", json!({}), false)
+        .await;
+    let cases = [
+        (
+            "secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "name": "db-password"}),
+            "--extension-kind core/Secret",
+        ),
+        (
+            "configmap",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "kube-root-ca.crt"}),
+            "--extension-kind core/ConfigMap",
+        ),
+        (
+            "namespace",
+            json!({"apiVersion": "v1", "kind": "Namespace", "name": "default"}),
+            "cluster-scoped",
+        ),
+        (
+            "another-base",
+            json!({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable", "name": "victim"}),
+            "cannot be an extension of another one",
+        ),
+    ];
+    for (name, reference, _) in &cases {
+        w.create(
+            &table_resource(),
+            json!({
+                "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+                "metadata": {"name": name},
+                "spec": {
+                    "serverName": "s", "preferredImplementation": "PostgreSQL",
+                    "columns": [{"name": "id", "type": "uint64"}],
+                    "extensions": [reference],
+                },
+            }),
+        )
+        .await;
+    }
+    for (name, _, expected) in &cases {
+        let table = w
+            .table_until(name, "ExtensionNotAllowed", T, |t| {
+                expect_condition(t, "ExtensionsResolved", "False", "ExtensionNotAllowed")
+            })
+            .await;
+        let (_, _, message) = condition(&table, "ExtensionsResolved").unwrap();
+        eprintln!("{name}: {message}");
+        assert!(message.contains(expected), "{name}: {message}");
+        expect_condition(&table, "Reconciled", "False", "WaitingForExtensions").unwrap();
+        let events = w.events_for(name).await;
+        assert!(
+            events
+                .iter()
+                .any(|(t, r, _)| t == "Warning" && r == "ExtensionNotAllowed"),
+            "{events:?}"
+        );
+    }
+    let m = w.metrics().await;
+    assert_eq!(metric(&m, "kplug_extension_watches"), Some(0.0), "{m}");
+    // Nothing was sent to the plugin, and the victim's status is its own.
+    assert!(
+        w.calls()
+            .iter()
+            .all(|c| c["name"] == "victim" && c["extensions"] == json!([])),
+        "{:?}",
+        w.calls()
+    );
+}

@@ -31,6 +31,14 @@
 //!   [`Resolution::waiting`] says so, and the end of the first list
 //!   reconciles it.
 //!
+//! - Only allow-listed kinds are read ([`AllowList`], `--extension-kind`):
+//!   never the base kind itself, never a cluster-scoped kind, never core
+//!   Secrets or ConfigMaps unless listed, and always from the base object's
+//!   namespace. A reference to anything else is a problem named in the
+//!   condition (`ExtensionNotAllowed`), and no watch is started for it: a
+//!   tenant who may create base objects cannot make the operator read (or a
+//!   plugin write) anything else.
+//!
 //! # Caveats
 //! - References must stay in the base object's namespace (like most
 //!   Kubernetes references); a different `namespace` is refused.
@@ -51,6 +59,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::metrics::Metrics;
 use crate::status::{Condition, types};
 use seen::{ExtKey, Seen, SeenTable};
 use watch::KindWatch;
@@ -136,13 +145,74 @@ pub fn references(obj: &DynamicObject, path: &[String]) -> Result<Vec<ExtensionR
         .collect()
 }
 
+/// The extension kinds the operator will read (`--extension-kind`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllowList {
+    kinds: Vec<(String, String)>,
+}
+
+impl AllowList {
+    /// Allows `(group, kind)` pairs; the core group is `""`.
+    pub fn new(kinds: impl IntoIterator<Item = (String, String)>) -> Self {
+        Self {
+            kinds: kinds.into_iter().collect(),
+        }
+    }
+
+    /// Parses `GROUP/KIND` (`core/ConfigMap` or `/ConfigMap` for the core
+    /// group).
+    ///
+    /// # Errors
+    /// A message with the expected form.
+    pub fn parse_kind(s: &str) -> Result<(String, String), String> {
+        match s.rsplit_once('/') {
+            Some((group, kind)) if !kind.is_empty() => {
+                let group = if group == "core" { "" } else { group };
+                Ok((group.to_owned(), kind.to_owned()))
+            }
+            _ => Err(format!(
+                "{s:?}: expected GROUP/KIND, e.g. myorg.org/DatabaseTablePostgreSqlExtension (core/ConfigMap for the core group)"
+            )),
+        }
+    }
+
+    fn allows(&self, group: &str, kind: &str) -> bool {
+        self.kinds
+            .iter()
+            .any(|(g, k)| g.eq_ignore_ascii_case(group) && k == kind)
+    }
+}
+
+/// Why a reference was not resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The kind may not be an extension (not allow-listed, the base kind,
+    /// cluster-scoped).
+    NotAllowed,
+    /// The API server does not serve the kind.
+    KindNotServed,
+    /// The object does not exist.
+    NotFound,
+}
+
+impl Problem {
+    /// The condition reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::NotAllowed => "ExtensionNotAllowed",
+            Self::KindNotServed => "ExtensionKindNotServed",
+            Self::NotFound => "ExtensionNotFound",
+        }
+    }
+}
+
 /// What [`Extensions::resolve`] found.
 #[derive(Debug, Default)]
 pub struct Resolution {
     /// Extensions that exist, in reference order.
     pub found: Vec<DynamicObject>,
     /// One message per reference that could not be resolved.
-    pub problems: Vec<String>,
+    pub problems: Vec<(Problem, String)>,
     /// One message per kind whose watch has not listed yet; the base is
     /// reconciled again once it has.
     pub waiting: Vec<String>,
@@ -151,12 +221,13 @@ pub struct Resolution {
 impl Resolution {
     /// The `ExtensionsResolved` condition this resolution amounts to.
     pub fn condition(&self) -> Condition {
-        if !self.problems.is_empty() {
+        if let Some((first, _)) = self.problems.first() {
+            let messages: Vec<&str> = self.problems.iter().map(|(_, m)| m.as_str()).collect();
             Condition::new(
                 types::EXTENSIONS_RESOLVED,
                 false,
-                "ExtensionNotFound",
-                self.problems.join("; "),
+                first.reason(),
+                messages.join("; "),
             )
         } else if !self.waiting.is_empty() {
             Condition::unknown(
@@ -182,6 +253,8 @@ pub struct Extensions {
     client: Client,
     namespace: Option<String>,
     base: ApiResource,
+    allowed: AllowList,
+    metrics: Metrics,
     kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, Scope)>>,
     watches: Mutex<HashMap<(String, String), Arc<KindWatch>>>,
     seen: Mutex<SeenTable<BaseRef>>,
@@ -197,19 +270,23 @@ impl std::fmt::Debug for Extensions {
 }
 
 impl Extensions {
-    /// Resolves extensions for bases of kind `base`, watching in `namespace`
-    /// (all namespaces when `None`). Base objects to reconcile are sent to
-    /// `trigger`.
+    /// Resolves extensions of the `allowed` kinds for bases of kind `base`,
+    /// watching in `namespace` (all namespaces when `None`). Base objects to
+    /// reconcile are sent to `trigger`.
     pub fn new(
         client: Client,
         base: ApiResource,
         namespace: Option<String>,
+        allowed: AllowList,
+        metrics: Metrics,
         trigger: mpsc::UnboundedSender<BaseRef>,
     ) -> Arc<Self> {
         Arc::new(Self {
             client,
             namespace,
             base,
+            allowed,
+            metrics,
             kinds: Mutex::default(),
             watches: Mutex::default(),
             seen: Mutex::default(),
@@ -249,14 +326,17 @@ impl Extensions {
                     Seen::At(version)
                 }
                 Ok(None) => {
-                    resolution.problems.push(format!(
-                        "extension {} {} not found{}",
-                        r.kind,
-                        r.name,
-                        namespace
-                            .as_deref()
-                            .map(|n| format!(" in namespace {n}"))
-                            .unwrap_or_default()
+                    resolution.problems.push((
+                        Problem::NotFound,
+                        format!(
+                            "extension {} {} not found{}",
+                            r.kind,
+                            r.name,
+                            namespace
+                                .as_deref()
+                                .map(|n| format!(" in namespace {n}"))
+                                .unwrap_or_default()
+                        ),
                     ));
                     Seen::Absent
                 }
@@ -346,9 +426,49 @@ impl Extensions {
         self.wake_stale(watch, &keys);
     }
 
-    /// The watch of `r`'s kind, started on first use.
-    async fn watch_for(self: &Arc<Self>, r: &ExtensionRef) -> Result<Arc<KindWatch>, String> {
-        let (ar, scope) = self.kind(r).await?;
+    /// Whether `r` may be read at all, before anything is asked of the API
+    /// server about it.
+    fn admit(&self, r: &ExtensionRef) -> Result<(), (Problem, String)> {
+        let not_allowed = |why: String| Err((Problem::NotAllowed, why));
+        if r.group().eq_ignore_ascii_case(&self.base.group) && r.kind == self.base.kind {
+            return not_allowed(format!(
+                "extension {} {}: a {} cannot be an extension of another one",
+                r.kind, r.name, self.base.kind
+            ));
+        }
+        if !self.allowed.allows(r.group(), &r.kind) {
+            let group = if r.group().is_empty() {
+                "core"
+            } else {
+                r.group()
+            };
+            return not_allowed(format!(
+                "extension {} {} ({}): the operator reads only the extension kinds it is configured with; to allow this one, start it with --extension-kind {group}/{}",
+                r.kind, r.name, r.api_version, r.kind
+            ));
+        }
+        Ok(())
+    }
+
+    /// The watch of `r`'s kind, started on first use (allowed kinds only).
+    async fn watch_for(
+        self: &Arc<Self>,
+        r: &ExtensionRef,
+    ) -> Result<Arc<KindWatch>, (Problem, String)> {
+        self.admit(r)?;
+        let (ar, scope) = self
+            .kind(r)
+            .await
+            .map_err(|message| (Problem::KindNotServed, message))?;
+        if matches!(scope, Scope::Cluster) {
+            return Err((
+                Problem::NotAllowed,
+                format!(
+                    "extension {} {}: {} is cluster-scoped; extensions live in the base object's namespace",
+                    r.kind, r.name, r.kind
+                ),
+            ));
+        }
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         let watch = watches
             .entry((ar.group.clone(), ar.kind.clone()))
@@ -360,8 +480,10 @@ impl Extensions {
                     matches!(scope, Scope::Namespaced),
                     Arc::downgrade(self),
                 )
-            });
-        Ok(Arc::clone(watch))
+            })
+            .clone();
+        self.metrics.set_extension_watches(watches.len());
+        Ok(watch)
     }
 
     async fn kind(&self, r: &ExtensionRef) -> Result<(ApiResource, Scope), String> {

@@ -147,6 +147,12 @@ pub fn spawn_operator_as(
     .arg(sockets)
     .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
     .args(["--heartbeat-interval", "500ms"])
+    .args([
+        "--extension-kind",
+        "myorg.org/DatabaseTableMariaDbExtension",
+        "--extension-kind",
+        "myorg.org/DatabaseTablePostgreSqlExtension",
+    ])
     .args(extra)
     .env("KUBECONFIG", kubeconfig)
     .env("RUST_LOG", "info,kplug_operator=debug")
