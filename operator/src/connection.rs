@@ -79,8 +79,14 @@ impl AsyncWrite for WatchedStream {
 /// Opens a gRPC channel to the plugin socket at `path`, connecting eagerly
 /// so that a dead socket fails here. Every connection the channel makes
 /// (including reconnects) notifies `closed` when it drops.
+///
+/// Every connection checks, first, that `path` still resolves to itself (no
+/// symlink was swapped into it after it was confined), and then that the
+/// process serving it runs as `uid`, the UID that registered the plugin:
+/// another container's socket is never spoken to in its name.
 pub async fn dial(
     path: &Path,
+    uid: u32,
     connect_timeout: Duration,
     closed: Arc<Notify>,
 ) -> Result<Channel, tonic::transport::Error> {
@@ -92,7 +98,26 @@ pub async fn dial(
             let path = path.clone();
             let closed = closed.clone();
             async move {
+                if std::fs::canonicalize(&path)? != path {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "{} now resolves elsewhere (a symlink was put in its place); not following it",
+                            path.display()
+                        ),
+                    ));
+                }
                 let inner = UnixStream::connect(&path).await?;
+                let served_by = inner.peer_cred()?.uid();
+                if served_by != uid {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "{} is served by a process of UID {served_by}, not UID {uid} that registered the plugin (a socket replaced by another container?)",
+                            path.display()
+                        ),
+                    ));
+                }
                 Ok::<_, io::Error>(TokioIo::new(WatchedStream {
                     inner,
                     closed: Some(closed),

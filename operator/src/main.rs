@@ -78,6 +78,12 @@ struct Args {
     #[arg(long, value_name = "IMPLEMENTATION=PLUGIN", value_parser = parse_owner)]
     implementation_owner: Vec<(String, String)>,
 
+    /// NAME=UID: only processes of UID may register, renew or unregister the
+    /// plugin NAME (repeatable). Other names belong to the first UID that
+    /// registers them, until they have been gone for the heartbeat TTL
+    #[arg(long, value_name = "NAME=UID", value_parser = parse_plugin_uid)]
+    plugin_uid: Vec<(String, u32)>,
+
     /// Objects reconciled at once
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
@@ -159,6 +165,17 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// Parses `sqlite=65533`.
+fn parse_plugin_uid(s: &str) -> Result<(String, u32), String> {
+    match s.split_once('=') {
+        Some((name, uid)) if !name.is_empty() => uid
+            .parse()
+            .map(|uid| (name.to_owned(), uid))
+            .map_err(|_| format!("{s:?}: {uid:?} is not a UID (a number)")),
+        _ => Err(format!("{s:?}: expected NAME=UID, e.g. sqlite=65533")),
+    }
 }
 
 /// Parses `SQLite=sqlite`.
@@ -253,6 +270,7 @@ async fn main() -> ExitCode {
             max_response_bytes: args.max_response_size,
             max_plugins: args.max_plugins,
             implementation_owners: args.implementation_owner,
+            plugin_uids: args.plugin_uid,
             ..RegistryConfig::default()
         },
         settings: Settings {

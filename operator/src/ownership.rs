@@ -42,17 +42,62 @@ pub struct Impostor {
 }
 
 #[derive(Debug)]
-struct Claim {
-    plugin: String,
+struct Claim<V> {
+    owner: V,
     released: Option<Instant>,
+}
+
+/// First come, first served claims on keys, kept for `hold` after their
+/// owner releases them.
+#[derive(Debug)]
+struct Claims<V> {
+    claims: HashMap<String, Claim<V>>,
+    hold: Duration,
+}
+
+impl<V: Clone + PartialEq> Claims<V> {
+    fn new(hold: Duration) -> Self {
+        Self {
+            claims: HashMap::new(),
+            hold,
+        }
+    }
+
+    /// The owner of `key` other than `who`, if its claim holds.
+    fn other_owner(&self, key: &str, who: &V) -> Option<&V> {
+        self.claims.get(key).and_then(|claim| {
+            let lapsed = claim.released.is_some_and(|at| at.elapsed() >= self.hold);
+            (claim.owner != *who && !lapsed).then_some(&claim.owner)
+        })
+    }
+
+    fn claim(&mut self, key: String, who: &V) {
+        self.claims.insert(
+            key,
+            Claim {
+                owner: who.clone(),
+                released: None,
+            },
+        );
+    }
+
+    fn release(&mut self, who: &V) {
+        let now = Instant::now();
+        for claim in self
+            .claims
+            .values_mut()
+            .filter(|c| c.owner == *who && c.released.is_none())
+        {
+            claim.released = Some(now);
+        }
+    }
 }
 
 /// The owners of implementation names.
 #[derive(Debug)]
 pub struct Ownership {
     configured: HashMap<String, String>,
-    claims: Mutex<HashMap<String, Claim>>,
-    hold: Duration,
+    claims: Mutex<Claims<String>>,
 }
 
 impl Ownership {
@@ -65,8 +110,7 @@ impl Ownership {
                 .into_iter()
                 .map(|(implementation, plugin)| (implementation.to_ascii_lowercase(), plugin))
                 .collect(),
-            claims: Mutex::default(),
-            hold,
+            claims: Mutex::new(Claims::new(hold)),
         }
     }
 
@@ -95,23 +139,14 @@ impl Ownership {
                 }
                 continue;
             }
-            if let Some(claim) = claims.get(&key) {
-                let lapsed = claim.released.is_some_and(|at| at.elapsed() >= self.hold);
-                if claim.plugin != plugin && !lapsed {
-                    return Err(impostor(&claim.plugin, "it registered with it first"));
-                }
+            if let Some(owner) = claims.other_owner(&key, &plugin.to_owned()) {
+                return Err(impostor(owner, "it registered with it first"));
             }
         }
         for implementation in implementations {
             let key = implementation.to_ascii_lowercase();
             if !self.configured.contains_key(&key) {
-                claims.insert(
-                    key,
-                    Claim {
-                        plugin: plugin.to_owned(),
-                        released: None,
-                    },
-                );
+                claims.claim(key, &plugin.to_owned());
             }
         }
         Ok(())
@@ -119,15 +154,100 @@ impl Ownership {
 
     /// `plugin` left: its claims lapse unless it is back within the hold.
     pub fn release(&self, plugin: &str) {
-        let now = Instant::now();
-        for claim in self
+        self.claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release(&plugin.to_owned());
+    }
+}
+
+/// A process registered, renewed or unregistered a plugin name another UID
+/// owns.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "plugin name {name} belongs to UID {owner} ({how}); a process with UID {uid} may not register, renew or unregister it. Give each plugin container its own runAsUser, and map names to UIDs with --plugin-uid"
+)]
+pub struct WrongUid {
+    /// The plugin name.
+    pub name: String,
+    /// The UID that owns it.
+    pub owner: u32,
+    /// The caller's UID.
+    pub uid: u32,
+    /// Why the owner owns it.
+    pub how: &'static str,
+}
+
+/// Which UID may act as each plugin name: configured (`--plugin-uid
+/// NAME=UID`), else the first UID that registers it, until the name has been
+/// gone for the hold period.
+#[derive(Debug)]
+pub struct NameOwners {
+    configured: HashMap<String, u32>,
+    claims: Mutex<Claims<u32>>,
+}
+
+impl NameOwners {
+    /// `configured` maps plugin names to UIDs; other names are first come,
+    /// first served, and a released name lapses after `hold`.
+    pub fn new(configured: impl IntoIterator<Item = (String, u32)>, hold: Duration) -> Self {
+        Self {
+            configured: configured.into_iter().collect(),
+            claims: Mutex::new(Claims::new(hold)),
+        }
+    }
+
+    /// Checks that `uid` may act as `name` (without claiming it).
+    ///
+    /// # Errors
+    /// [`WrongUid`] naming the owner.
+    pub fn check(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
+        let wrong = |owner: u32, how| WrongUid {
+            name: name.to_owned(),
+            owner,
+            uid,
+            how,
+        };
+        if let Some(&owner) = self.configured.get(name) {
+            return if owner == uid {
+                Ok(())
+            } else {
+                Err(wrong(owner, "configured with --plugin-uid"))
+            };
+        }
+        match self
             .claims
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .values_mut()
-            .filter(|c| c.plugin == plugin && c.released.is_none())
+            .other_owner(name, &uid)
         {
-            claim.released = Some(now);
+            Some(&owner) => Err(wrong(owner, "it registered the name first")),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::check`], then claims `name` for `uid`.
+    ///
+    /// # Errors
+    /// [`WrongUid`] naming the owner.
+    pub fn claim(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
+        self.check(name, uid)?;
+        if !self.configured.contains_key(name) {
+            self.claims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .claim(name.to_owned(), &uid);
+        }
+        Ok(())
+    }
+
+    /// The name's instance left: its claim lapses after the hold.
+    pub fn release(&self, name: &str) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(claim) = claims.claims.get_mut(name)
+            && claim.released.is_none()
+        {
+            claim.released = Some(Instant::now());
         }
     }
 }
@@ -168,6 +288,23 @@ mod tests {
         let err = ownership.claim("other", ["sqlite"]).unwrap_err();
         assert!(err.to_string().contains("--implementation-owner"), "{err}");
         ownership.claim("sqlite", ["SQLite"]).unwrap();
+    }
+
+    #[test]
+    fn a_name_belongs_to_the_uid_that_registered_it_or_the_configured_one() {
+        let owners = NameOwners::new([("sqlite".to_owned(), 65533)], Duration::from_secs(60));
+        assert!(owners.claim("sqlite", 65533).is_ok());
+        let err = owners.claim("sqlite", 0).unwrap_err();
+        assert!(err.to_string().contains("--plugin-uid"), "{err}");
+        owners.claim("other", 1000).unwrap();
+        let err = owners.check("other", 1001).unwrap_err();
+        assert_eq!(err.owner, 1000);
+        owners.release("other");
+        assert!(owners.check("other", 1001).is_err(), "held for the TTL");
+        let lapsing = NameOwners::new([], Duration::ZERO);
+        lapsing.claim("p", 1).unwrap();
+        lapsing.release("p");
+        lapsing.claim("p", 2).unwrap();
     }
 
     #[test]

@@ -118,6 +118,8 @@ pub struct PluginInstance {
     pub(crate) call_timeout: Duration,
     pub(crate) probe_timeout: Duration,
     pub(crate) max_response_bytes: usize,
+    /// The UID that registered it; its socket must be served by it.
+    pub(crate) uid: u32,
     pub(crate) metrics: Metrics,
 }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use kplug_proto::limits;
 use kplug_proto::v1::{HeartbeatRequest, Offer};
 
-use crate::ownership::Impostor;
+use crate::ownership::{Impostor, WrongUid};
 use crate::plugin::CallError;
 
 /// Why a heartbeat was refused.
@@ -69,6 +69,12 @@ pub(crate) enum Refusal {
     },
     #[error(transparent)]
     Impostor(#[from] Impostor),
+    #[error(transparent)]
+    WrongUid(#[from] WrongUid),
+    #[error(
+        "plugin {0}: the registry could not read the caller's credentials (SO_PEERCRED); heartbeats are only accepted on registry.sock"
+    )]
+    NoCredentials(String),
 }
 
 impl Refusal {
@@ -86,6 +92,8 @@ impl Refusal {
             Self::GetInfo { .. } => "GetInfoFailed",
             Self::Mismatch { .. } => "GetInfoMismatch",
             Self::Impostor(_) => "ImplementationOwned",
+            Self::WrongUid(_) => "WrongUid",
+            Self::NoCredentials(_) => "NoPeerCredentials",
         }
     }
 }

@@ -50,7 +50,7 @@ use crate::confinement::confine;
 use crate::connection::dial;
 use crate::events::{Events, Severity};
 use crate::metrics::Metrics;
-use crate::ownership::Ownership;
+use crate::ownership::{NameOwners, Ownership};
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::selection::Candidate;
@@ -82,6 +82,9 @@ pub struct RegistryConfig {
     /// Implementation names and the plugin that owns each
     /// (`--implementation-owner`); others are first come, first served.
     pub implementation_owners: Vec<(String, String)>,
+    /// Plugin names and the UID that may register each (`--plugin-uid`);
+    /// others belong to the first UID that registers them.
+    pub plugin_uids: Vec<(String, u32)>,
 }
 
 impl Default for RegistryConfig {
@@ -98,6 +101,7 @@ impl Default for RegistryConfig {
             max_plugins: 64,
             max_connections: 256,
             implementation_owners: Vec::new(),
+            plugin_uids: Vec::new(),
         }
     }
 }
@@ -137,6 +141,7 @@ struct Shared {
     backoff: Backoff,
     started: Mutex<Option<Instant>>,
     ownership: Ownership,
+    names: NameOwners,
 }
 
 impl Registry {
@@ -145,6 +150,7 @@ impl Registry {
     pub fn new(config: RegistryConfig, metrics: Metrics, events: Option<Events>) -> Self {
         let (changes, _) = watch::channel(0);
         let ownership = Ownership::new(config.implementation_owners.clone(), config.heartbeat_ttl);
+        let names = NameOwners::new(config.plugin_uids.clone(), config.heartbeat_ttl);
         Self {
             shared: Arc::new(Shared {
                 config,
@@ -156,6 +162,7 @@ impl Registry {
                 backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
                 started: Mutex::new(None),
                 ownership,
+                names,
             }),
         }
     }
@@ -373,6 +380,7 @@ impl Registry {
         };
         self.shared.metrics.set_plugin_up(name, false);
         self.shared.ownership.release(name);
+        self.shared.names.release(name);
         self.changed();
         // `plugin_up 0` stays for the TTL, for alerts; then the name's
         // series go, unless it came back.
@@ -473,8 +481,18 @@ impl Registry {
         });
     }
 
-    async fn handle_heartbeat(&self, req: HeartbeatRequest) -> Result<String, Refusal> {
+    async fn handle_heartbeat(
+        &self,
+        req: HeartbeatRequest,
+        uid: Option<u32>,
+    ) -> Result<String, Refusal> {
         check_heartbeat(&req)?;
+        // A plugin acts only as itself: its name belongs to one UID, and
+        // an instance is renewed only by the UID that registered it.
+        let Some(uid) = uid else {
+            return Err(Refusal::NoCredentials(req.name));
+        };
+        self.shared.names.check(&req.name, uid)?;
         let known = self.current(&req.name, &req.instance_id);
         if let Some(known) = known {
             known.touch();
@@ -498,7 +516,8 @@ impl Registry {
                 registered,
             });
         }
-        let instance = Arc::new(self.handshake(&req).await?);
+        let instance = Arc::new(self.handshake(&req, uid).await?);
+        self.shared.names.claim(&req.name, uid)?;
         let replaced = self.write().insert(req.name.clone(), instance.clone());
         self.watch_liveness(&instance);
         self.shared
@@ -538,7 +557,7 @@ impl Registry {
         })
     }
 
-    async fn handshake(&self, req: &HeartbeatRequest) -> Result<PluginInstance, Refusal> {
+    async fn handshake(&self, req: &HeartbeatRequest, uid: u32) -> Result<PluginInstance, Refusal> {
         let config = &self.shared.config;
         let socket =
             confine(&config.socket_dir, &req.socket).map_err(|source| Refusal::Socket {
@@ -546,7 +565,7 @@ impl Registry {
                 source,
             })?;
         let closed = Arc::new(Notify::new());
-        let channel = dial(&socket, config.handshake_timeout, closed.clone())
+        let channel = dial(&socket, uid, config.handshake_timeout, closed.clone())
             .await
             .map_err(|e| Refusal::Dial {
                 name: req.name.clone(),
@@ -620,6 +639,7 @@ impl Registry {
             call_timeout: config.call_timeout,
             probe_timeout: config.handshake_timeout,
             max_response_bytes: config.max_response_bytes,
+            uid,
             metrics: self.shared.metrics.clone(),
         };
         match instance.probe().await {
@@ -650,10 +670,15 @@ impl Registry {
         }
     }
 
-    async fn handle_unregister(&self, req: UnregisterRequest) -> bool {
+    async fn handle_unregister(&self, req: UnregisterRequest, uid: Option<u32>) -> bool {
         let Some(instance) = self.current(&req.name, &req.instance_id) else {
             return false;
         };
+        if uid != Some(instance.uid) {
+            tracing::warn!(plugin = %req.name, caller_uid = ?uid, "Unregister from another UID refused");
+            self.shared.metrics.count_refusal("WrongUid");
+            return false;
+        }
         self.remove(
             &req.name,
             &req.instance_id,
@@ -683,9 +708,10 @@ impl RegistryApi for Registry {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
+        let uid = peer_uid(&request);
         let req = request.into_inner();
         let name = req.name.clone();
-        let result = self.handle_heartbeat(req).await;
+        let result = self.handle_heartbeat(req, uid).await;
         self.shared.metrics.count_heartbeat(result.is_ok());
         let config = &self.shared.config;
         let (accepted, reason) = match result {
@@ -718,13 +744,23 @@ impl RegistryApi for Registry {
         &self,
         request: Request<UnregisterRequest>,
     ) -> Result<Response<UnregisterResponse>, Status> {
-        let removed = self.handle_unregister(request.into_inner()).await;
+        let uid = peer_uid(&request);
+        let removed = self.handle_unregister(request.into_inner(), uid).await;
         Ok(Response::new(UnregisterResponse { removed }))
     }
 }
 
 /// Checks that `name` is a DNS label (it becomes part of socket paths, field
 /// manager names and metric labels).
+/// The caller's UID, from the registry connection's `SO_PEERCRED`.
+fn peer_uid<T>(request: &Request<T>) -> Option<u32> {
+    request
+        .extensions()
+        .get::<tonic::transport::server::UdsConnectInfo>()
+        .and_then(|info| info.peer_cred)
+        .map(|cred| cred.uid())
+}
+
 /// Streams one registry connection may have open at once (a plugin needs
 /// one or two: heartbeat and Unregister).
 const MAX_STREAMS_PER_CONNECTION: u32 = 8;

@@ -780,3 +780,77 @@ async fn extensions_that_are_not_allowed_are_refused_and_never_watched() {
         w.calls()
     );
 }
+
+/// A plugin can act only as itself: its name belongs to the UID that
+/// registered it, so another container can neither register under it, nor
+/// renew or unregister its instance, nor point the operator at its socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial() {
+    const PLUGIN_UID: u32 = 65533;
+    let w = world("uid", &[]).await;
+    let (_real, instance_id) = spawn_plugin_as_uid(&w, PLUGIN_UID, &[]).await;
+    kplug_testenv::eventually("the real plugin is up", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    // This test process is root: another UID than the plugin's.
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &w.sockets.path().join("registry.sock"),
+    ));
+    let mut squatter = heartbeat("postgresql", "plugins/postgresql.sock", "PostgreSQL");
+    for id in ["squatter-instance", instance_id.as_str()] {
+        squatter.instance_id = id.to_owned();
+        let answer = registry
+            .heartbeat(squatter.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!answer.accepted, "{id}");
+        assert!(
+            answer
+                .reason
+                .contains(&format!("belongs to UID {PLUGIN_UID}"))
+                && answer.reason.contains("UID 0"),
+            "{}",
+            answer.reason
+        );
+    }
+    let removed = registry
+        .unregister(UnregisterRequest {
+            name: "postgresql".into(),
+            instance_id: instance_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .removed;
+    assert!(!removed, "Unregister from another UID must be refused");
+    // A name of its own, pointing at the real plugin's socket: the dial
+    // finds the socket served by another UID and refuses it.
+    let pointer = heartbeat("pointer", "plugins/postgresql.sock", "Pointer");
+    let answer = registry.heartbeat(pointer).await.unwrap().into_inner();
+    assert!(!answer.accepted);
+    assert!(
+        answer.reason.contains(&format!(
+            "served by a process of UID {PLUGIN_UID}, not UID 0"
+        )),
+        "{}",
+        answer.reason
+    );
+    // The real plugin kept its registration and its objects.
+    w.create_table("users", "PostgreSQL", json!({}), false)
+        .await;
+    w.table_until("users", "Ready on the real plugin", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+    let m = w.metrics().await;
+    assert_eq!(
+        metric(&m, "kplug_registrations_refused_total{reason=\"WrongUid\"}"),
+        Some(3.0),
+        "{m}"
+    );
+}

@@ -5,7 +5,7 @@
 //! that is not a socket must never be deleted. [`bind`] applies that rule.
 
 use std::io;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use hyper_util::rt::TokioIo;
@@ -77,13 +77,26 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err(e)),
     }
-    UnixListener::bind(path).map_err(io_err)
+    let listener = UnixListener::bind(path).map_err(io_err)?;
+    // Anyone in the pod may connect: callers are told apart by their
+    // credentials (SO_PEERCRED), not by file modes, and containers of one
+    // pod usually run as different UIDs.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(io_err)?;
+    Ok(listener)
 }
 
-/// Whether a process accepts connections on the socket at `path`. A refused
-/// connect (or a missing file) means nobody does: the socket is stale.
+/// Whether a process may be serving the socket at `path`. Only a refused
+/// connect or a missing file mean nobody does (the socket is stale); any
+/// other failure (a full backlog, no permission) is taken as live, so that a
+/// busy socket is never removed.
 pub async fn is_live(path: &Path) -> bool {
-    UnixStream::connect(path).await.is_ok()
+    match UnixStream::connect(path).await {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
+        ),
+    }
 }
 
 /// A gRPC channel to the Unix socket at `path`. It connects lazily and

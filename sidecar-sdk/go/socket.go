@@ -59,6 +59,13 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 	}
 	// Closing must not unlink the path: by then it may be a successor's.
 	listener.SetUnlinkOnClose(false)
+	// The operator runs as another UID: anyone in the pod may connect, and
+	// the operator tells callers apart by their credentials (SO_PEERCRED).
+	if err := os.Chmod(path, 0o666); err != nil {
+		_ = listener.Close()
+		return nil, nil, &startupError{kind: ErrSocket, cause: err, message: fmt.Sprintf(
+			"plugin %s: cannot make %s connectable: %v", plugin, path, err)}
+	}
 	bound, err := identify(path)
 	if err != nil {
 		_ = listener.Close()

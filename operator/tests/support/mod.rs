@@ -169,6 +169,51 @@ pub fn spawn_plugin(world: &World, env: &[(&str, &str)]) -> Child {
     spawn_plugin_in(world, world.sockets.path(), env)
 }
 
+/// [`spawn_plugin`] as the unprivileged `uid` (as a plugin container with
+/// its own `runAsUser`), with its log on a pipe. Returns the process and its
+/// instance id, read from its "serving" log line.
+pub async fn spawn_plugin_as_uid(world: &World, uid: u32, env: &[(&str, &str)]) -> (Child, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::AsyncBufReadExt;
+    // A shared emptyDir is world-writable and sticky: each container can
+    // create its socket, and only remove its own.
+    std::fs::set_permissions(
+        world.sockets.path(),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
+    let mut cmd = Command::new(kplug_testenv::workspace_binary("examples/scripted"));
+    cmd.env("KPLUG_SOCKET_DIR", world.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .env("RUST_LOG", "info")
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .expect("start the scripted plugin as another UID");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let instance = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.split("instance_id=").nth(1) {
+                let id = rest.split_whitespace().next().unwrap_or_default();
+                return id.trim_matches('"').to_owned();
+            }
+        }
+        panic!("the plugin exited before serving");
+    })
+    .await
+    .expect("the plugin logs its instance id");
+    // Keep draining its log so that it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, instance)
+}
+
 /// [`spawn_plugin`] next to another operator replica, on `sockets`.
 pub fn spawn_plugin_in(world: &World, sockets: &Path, env: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("examples/scripted"));

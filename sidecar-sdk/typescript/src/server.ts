@@ -10,6 +10,7 @@
  */
 
 import { randomUUID } from "node:crypto";
+import { chmod } from "node:fs/promises";
 import { relative, resolve } from "node:path";
 
 import { Server, ServerCredentials } from "@grpc/grpc-js";
@@ -171,6 +172,9 @@ export class PluginServer {
       );
     }
     this.#server = server;
+    // The operator runs as another UID: anyone in the pod may connect, and
+    // the operator tells callers apart by their credentials (SO_PEERCRED).
+    await chmod(this.socketPath, 0o666);
     this.#socketFile = await SocketFile.boundAt(this.socketPath);
     this.#logger.info(
       `plugin ${name} ${this.info.version}: serving on ${this.socketPath} (instance ${this.instanceId})`,

@@ -102,6 +102,9 @@ class PluginServer:
                 f"plugin {name}: cannot listen on {self.socket_path}: {e}; check that the "
                 "socket directory is writable"
             ) from e
+        # The operator runs as another UID: anyone in the pod may connect, and
+        # the operator tells callers apart by their credentials (SO_PEERCRED).
+        os.chmod(self.socket_path, 0o666)
         await server.start()
         self._server = server
         self._socket_file = SocketFile.bound_at(self.socket_path)
