@@ -2,9 +2,11 @@
 // with an embedded etcd) on loopback for tests and demos.
 //
 // Everything it needs lives in one temporary directory that is removed at
-// exit. It writes an admin kubeconfig, prints one line when /readyz is ok, and
-// shuts down on SIGTERM/SIGINT or when the process that started it dies, so a
-// crashed test run leaves nothing behind.
+// exit, or with --data-dir in a directory that is kept and reused, so that the
+// API server can be restarted with its data. It writes an admin kubeconfig,
+// prints one line when /readyz is ok, and shuts down on SIGTERM/SIGINT or when
+// the process that started it dies, so a crashed test run leaves nothing
+// behind.
 package main
 
 import (
@@ -32,13 +34,20 @@ import (
 const usage = `kube-testenv: a real kube-apiserver with embedded etcd, on loopback.
 
 Usage:
-  kube-testenv --kubeconfig PATH [--port N] [--verbose] [--exit-on-stdin-eof]
+  kube-testenv --kubeconfig PATH [--port N] [--data-dir DIR] [--verbose] [--exit-on-stdin-eof]
 
 It picks free ports, generates self-signed certificates, keeps all state in a
 temporary directory removed at exit, writes an admin kubeconfig to PATH and
 prints one line starting with "kube-testenv ready:" once /readyz answers ok.
 It stops on SIGTERM/SIGINT and when its parent process exits (and, with
 --exit-on-stdin-eof, when its stdin is closed), removing everything it wrote.
+
+With --data-dir DIR, the etcd data, the certificates and the service-account
+signing key live in DIR instead, which is created if missing, reused when it
+already holds them, and kept at exit, as is the kubeconfig. Started again with
+the same --data-dir and --port, it serves the same objects and writes the same
+kubeconfig: clients (and service-account tokens) from before keep working.
+One DIR can be used by one kube-testenv at a time.
 
 Flags:
 `
@@ -50,6 +59,7 @@ const readyPrefix = "kube-testenv ready:"
 type options struct {
 	kubeconfig     string
 	port           int
+	dataDir        string
 	verbose        bool
 	readyTimeout   time.Duration
 	exitOnStdinEOF bool
@@ -68,8 +78,9 @@ func main() {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (required); removed again at exit")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (required); removed again at exit, unless --data-dir is given")
 	flag.IntVar(&o.port, "port", 0, "loopback port for the API server; 0 picks a free one")
+	flag.StringVar(&o.dataDir, "data-dir", "", "keep etcd data, certificates and keys in this directory (created if missing, reused if it holds them, kept at exit); default: a temporary directory removed at exit")
 	flag.BoolVar(&o.verbose, "verbose", false, "show kube-apiserver and etcd logs on stderr (default: kept in the state directory and shown only on failure)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "give up if /readyz is not ok within this time")
 	flag.BoolVar(&o.exitOnStdinEOF, "exit-on-stdin-eof", false, "also shut down when stdin is closed (for a parent that holds a pipe to it)")
@@ -134,6 +145,24 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig path %q: %w", o.kubeconfig, err)
 	}
+	// A data directory is created and locked first: the kubeconfig may go
+	// into it, and a second kube-testenv on the same directory most likely
+	// asks for the same port too, where "in use by pid N" says more than
+	// "port taken".
+	persistent := o.dataDir != ""
+	var state string
+	if persistent {
+		if state, err = filepath.Abs(o.dataDir); err != nil {
+			return fmt.Errorf("data directory %q: %w", o.dataDir, err)
+		}
+		lock, err := lockDataDir(state)
+		if err != nil {
+			return err
+		}
+		// Released (by the kernel) when the process exits, after etcd is
+		// closed by the deferred calls below.
+		defer lock.Close()
+	}
 	if err := checkWritable(kubeconfig); err != nil {
 		return err
 	}
@@ -143,17 +172,27 @@ func run(o options) error {
 	}
 	apiPort := apiListener.Addr().(*net.TCPAddr).Port
 	// The listener only reserved the port; kube-apiserver binds it itself.
+	// Both listeners set SO_REUSEADDR (Go does on Linux), so the port of a
+	// kube-testenv that just stopped is usable at once, TIME_WAIT or not.
 	apiListener.Close()
 
-	state, err := os.MkdirTemp("", "kube-testenv-")
-	if err != nil {
-		return fmt.Errorf("creating the state directory: %w", err)
+	if !persistent {
+		state, err = os.MkdirTemp("", "kube-testenv-")
+		if err != nil {
+			return fmt.Errorf("creating the state directory: %w", err)
+		}
+		defer os.RemoveAll(state)
 	}
-	defer os.RemoveAll(state)
 
 	logPath := filepath.Join(state, "control-plane.log")
 	if err := redirectLogs(logPath, o.verbose); err != nil {
 		return err
+	}
+	if persistent && !o.verbose {
+		// The log of a data directory collects every run; mark where this
+		// one starts (fd 2 is the log file now).
+		fmt.Fprintf(os.Stderr, "--- kube-testenv (pid %d) starting at %s on port %d ---\n",
+			os.Getpid(), time.Now().Format(time.RFC3339), apiPort)
 	}
 	// Our own messages always go to the real stderr.
 	say := func(format string, args ...any) {
@@ -176,9 +215,21 @@ func run(o options) error {
 		return err
 	}
 
-	pki, err := writePKI(filepath.Join(state, "pki"))
-	if err != nil {
-		return fmt.Errorf("generating certificates: %w", err)
+	var pki *pkiFiles
+	if persistent {
+		var reused bool
+		pki, reused, err = loadOrWritePKI(filepath.Join(state, "pki"))
+		if err != nil {
+			return err
+		}
+		if reused || exists(filepath.Join(state, "etcd")) {
+			say("reusing the data directory %s", state)
+		}
+	} else {
+		pki, err = writePKI(filepath.Join(state, "pki"), tempCertValidity)
+		if err != nil {
+			return fmt.Errorf("generating certificates: %w", err)
+		}
 	}
 
 	etcd, err := startEtcd(ctx, filepath.Join(state, "etcd"))
@@ -206,7 +257,9 @@ func run(o options) error {
 	if err := writeKubeconfig(kubeconfig, server, pki); err != nil {
 		return err
 	}
-	defer os.Remove(kubeconfig)
+	if !persistent {
+		defer os.Remove(kubeconfig)
+	}
 
 	fmt.Printf("%s kube-apiserver %s at %s, etcd %s, in %.2fs; kubeconfig %s\n",
 		readyPrefix, version, server, etcdVersion(), time.Since(start).Seconds(), kubeconfig)
@@ -243,7 +296,11 @@ func run(o options) error {
 	case sig := <-signals:
 		say("received %v again; exiting without waiting", sig)
 	}
-	say("stopped cleanly")
+	if persistent {
+		say("stopped cleanly; the data directory %s and the kubeconfig %s are kept", state, kubeconfig)
+	} else {
+		say("stopped cleanly")
+	}
 	return nil
 }
 
@@ -302,7 +359,12 @@ func redirectLogs(path string, verbose bool) error {
 	return nil
 }
 
+// startEtcd starts etcd on data directory dir, which it creates or, when it
+// exists (a --data-dir of an earlier run), reuses. Its ports are new on every
+// start: the API server is told them, and a single-member cluster does not
+// need its recorded peer address.
 func startEtcd(ctx context.Context, dir string) (*embed.Etcd, error) {
+	existed := exists(dir)
 	var lastErr error
 	// Free ports are picked by binding port 0 and releasing it; another
 	// process may grab one in between, so retry a few times.
@@ -331,7 +393,11 @@ func startEtcd(ctx context.Context, dir string) (*embed.Etcd, error) {
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			lastErr = err
-			os.RemoveAll(dir)
+			// Only what this attempt created is removed: never the data of
+			// an earlier run.
+			if !existed {
+				os.RemoveAll(dir)
+			}
 			continue
 		}
 		select {
@@ -344,6 +410,9 @@ func startEtcd(ctx context.Context, dir string) (*embed.Etcd, error) {
 			e.Close()
 			return nil, errors.New("stopped while etcd was starting")
 		}
+	}
+	if existed {
+		return nil, fmt.Errorf("starting etcd on the existing data in %s: %w (if the data is damaged, remove that directory to start afresh)", dir, lastErr)
 	}
 	return nil, fmt.Errorf("starting etcd: %w", lastErr)
 }
@@ -375,7 +444,12 @@ func apiserverArgs(port int, etcdAddr string, pki *pkiFiles) []string {
 		// system:masters.
 		"--authorization-mode=Node,RBAC",
 		"--shutdown-delay-duration=0s",
-		"--shutdown-watch-termination-grace-period=0s",
+		// A positive grace period is what makes the API server end open
+		// watches when it shuts down (it then waits for them up to this
+		// long). With 0s it does not end them, and its HTTP server waits
+		// for those connections until kube-testenv's shutdownTimeout: a
+		// stop with a controller watching took 15s instead of about one.
+		"--shutdown-watch-termination-grace-period=2s",
 		"--v=0",
 	}
 }

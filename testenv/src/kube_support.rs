@@ -1,5 +1,6 @@
 //! Clients, namespaces and CRDs on the test control plane.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -11,7 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 
-use crate::control_plane::control_plane;
+use crate::control_plane::{ControlPlane, control_plane};
 
 /// The field manager this crate applies CRDs with.
 pub const FIELD_MANAGER: &str = "kplug-testenv";
@@ -34,14 +35,7 @@ const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn client() -> Client {
     let control_plane = control_plane();
     let path = control_plane.kubeconfig_path();
-    let result = async {
-        let kubeconfig = Kubeconfig::read_from(path)?;
-        let config =
-            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        anyhow::Ok(Client::try_from(config)?)
-    }
-    .await;
-    match result {
+    match client_from_kubeconfig(path).await {
         Ok(client) => client,
         Err(err) => panic!(
             "kplug-testenv: no client from the kubeconfig {} of the control plane at {}: {err:#} \
@@ -49,6 +43,34 @@ pub async fn client() -> Client {
             path.display(),
             control_plane.server()
         ),
+    }
+}
+
+/// A new client from the kubeconfig at `path`, with its current context.
+///
+/// The same rules as for [`client`] apply: a client belongs to the Tokio
+/// runtime it is first used on.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("the kubeconfig {}", path.display()))?;
+    Ok(Client::try_from(config)?)
+}
+
+impl ControlPlane {
+    /// A new client for this control plane, built from its kubeconfig (see
+    /// [`client_from_kubeconfig`]).
+    ///
+    /// A client of a control plane from
+    /// [`ControlPlane::start_with`] keeps working across its restarts: the
+    /// kubeconfig (server, CA, admin credentials) stays the same. Requests
+    /// while it is stopped fail (connection refused), and a watch ends with
+    /// an error; `kube::runtime::watcher` retries (with a backoff: use
+    /// `WatchStreamExt::default_backoff`) and resumes once it is back.
+    pub async fn client(&self) -> Result<Client> {
+        client_from_kubeconfig(self.kubeconfig_path()).await
     }
 }
 

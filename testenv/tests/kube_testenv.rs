@@ -472,3 +472,160 @@ fn pid_with_argument(argument: &str) -> Option<i32> {
         (is_kube_testenv && has_argument).then_some(pid)
     })
 }
+
+/// Runs kube-testenv with `args` (and TMPDIR=`tmp`) until its ready line;
+/// returns the process, the ready line and its stderr (complete once it
+/// exits).
+fn run_until_ready(tmp: &Path, args: &[&str]) -> (Guard, String, thread::JoinHandle<String>) {
+    let mut child = Guard(
+        Command::new(binary())
+            .args(args)
+            .env("TMPDIR", tmp)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = lines(child.0.stdout.take().unwrap());
+    let stderr = collect(child.0.stderr.take().unwrap());
+    let ready = line_starting(&stdout, "kube-testenv ready:", START);
+    (child, ready, stderr)
+}
+
+#[test]
+fn with_a_data_dir_it_keeps_its_state_and_comes_back_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--port",
+        &port,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    let (mut first, first_ready, first_stderr) = run_until_ready(tmp.path(), &args);
+    assert!(
+        first_ready.contains(&format!(" at https://127.0.0.1:{port},")),
+        "{first_ready}"
+    );
+    let written = std::fs::read(&kubeconfig).unwrap();
+    // No temporary state directory: everything is in the data directory.
+    assert_eq!(entries(tmp.path()), ["data", "kubeconfig"]);
+    assert_eq!(
+        entries(&data),
+        ["control-plane.log", "etcd", "kube-testenv.lock", "pki"]
+    );
+    assert_eq!(
+        entries(&data.join("pki")),
+        [
+            "admin.crt",
+            "admin.key",
+            "apiserver.crt",
+            "apiserver.key",
+            "ca.crt",
+            "service-account.key"
+        ]
+    );
+
+    kill(Pid::from_raw(first.0.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_for_exit(&mut first, STOP, "kube-testenv after SIGTERM");
+    let stderr = first_stderr.join().unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "stopped cleanly; the data directory {} and the kubeconfig {} are kept",
+            data.display(),
+            kubeconfig.display()
+        )) && !stderr.contains("reusing"),
+        "{stderr}"
+    );
+    // Kept: the kubeconfig is valid again once it is back.
+    assert_eq!(std::fs::read(&kubeconfig).unwrap(), written);
+
+    // Again, on the same port at once (the first one's connections may be
+    // in TIME_WAIT), with the same data.
+    let (mut second, second_ready, second_stderr) = run_until_ready(tmp.path(), &args);
+    assert!(
+        second_ready.contains(&format!(" at https://127.0.0.1:{port},")),
+        "{second_ready}"
+    );
+    assert_eq!(
+        std::fs::read(&kubeconfig).unwrap(),
+        written,
+        "the same kubeconfig"
+    );
+    kill(Pid::from_raw(second.0.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_for_exit(&mut second, STOP, "kube-testenv after SIGTERM");
+    let stderr = second_stderr.join().unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains(&format!("reusing the data directory {}", data.display())),
+        "{stderr}"
+    );
+    // The log of the data directory holds both runs.
+    let log = std::fs::read_to_string(data.join("control-plane.log")).unwrap();
+    assert_eq!(log.matches("--- kube-testenv (pid ").count(), 2);
+}
+
+#[test]
+fn a_data_dir_that_is_a_file_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let (status, stderr, took) = run_to_exit(
+        tmp.path(),
+        &[
+            "--data-dir",
+            file.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot use the data directory {}", file.display())),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(entries(tmp.path()), ["a-file"]);
+}
+
+#[test]
+fn a_data_dir_with_damaged_certificates_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(data.join("pki")).unwrap();
+    std::fs::write(data.join("pki").join("ca.crt"), "garbage").unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let (status, stderr, took) = run_to_exit(
+        tmp.path(),
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the certificates in {} cannot be reused",
+            data.join("pki").display()
+        )) && stderr.contains("remove that directory to get new ones"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Nothing started, nothing written: no etcd data, no kubeconfig.
+    assert!(!data.join("etcd").exists());
+    assert!(!kubeconfig.exists());
+}
