@@ -54,6 +54,11 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
     };
     if let Some(parent) = path.parent() {
         tokio::fs::create_dir_all(parent).await.map_err(io_err)?;
+        // Plugins of one pod run as different UIDs: the directory is open to
+        // all and sticky (like /tmp), so each can add its socket and only
+        // remove its own. Only its owner can change its mode; the others
+        // (and the operator, for the socket dir itself) leave it as it is.
+        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777));
     }
     match tokio::fs::symlink_metadata(path).await {
         Ok(meta) if meta.file_type().is_socket() => {

@@ -45,6 +45,10 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 			"plugin %s: cannot create the socket directory %s: %v; check %s and that the shared volume is mounted and writable",
 			plugin, filepath.Dir(path), err, SocketDirEnv)}
 	}
+	// Plugins of one pod run as different UIDs: the directory is open to all
+	// and sticky (like /tmp), so each can add its socket and only remove its
+	// own. Only its owner can change its mode; others leave it as it is.
+	_ = os.Chmod(filepath.Dir(path), 0o777|os.ModeSticky)
 	if err := claim(path, plugin); err != nil {
 		return nil, nil, err
 	}

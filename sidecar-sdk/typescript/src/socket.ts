@@ -11,7 +11,7 @@
  * @module
  */
 
-import { lstat, mkdir, unlink } from "node:fs/promises";
+import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
 
@@ -87,6 +87,10 @@ export async function claimSocket(path: string, plugin: string): Promise<void> {
   }
   try {
     await mkdir(dirname(path), { recursive: true });
+    // Plugins of one pod run as different UIDs: the directory is open to all
+    // and sticky (like /tmp), so each can add its socket and only remove its
+    // own. Only its owner can change its mode; others leave it as it is.
+    await chmod(dirname(path), 0o1777).catch(() => undefined);
   } catch (error) {
     throw new StartupError(
       `plugin ${plugin}: cannot create the socket directory ${dirname(path)}: ` +

@@ -13,6 +13,7 @@ first, by the protocol's rules:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -77,6 +78,11 @@ def claim(path: Path, plugin: str) -> None:
             f"plugin {plugin}: cannot create the socket directory {path.parent}: {e}; check "
             "KPLUG_SOCKET_DIR and that the shared volume is mounted and writable"
         ) from e
+    # Plugins of one pod run as different UIDs: the directory is open to all
+    # and sticky (like /tmp), so each can add its socket and only remove its
+    # own. Only its owner can change its mode; others leave it as it is.
+    with contextlib.suppress(OSError):
+        os.chmod(path.parent, 0o1777)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
