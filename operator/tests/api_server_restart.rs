@@ -18,31 +18,13 @@ async fn the_operator_and_its_plugin_ride_through_an_api_server_restart() {
     let mut control_plane =
         tokio::task::block_in_place(|| ControlPlane::start_with(StartOptions::default()))
             .expect("a control plane of this test's own");
-    let client = control_plane.client().await.unwrap();
-    kplug_testenv::install_crd_yaml(&client, CRDS)
-        .await
-        .unwrap();
-    let ns = kplug_testenv::namespace(&client, "apirestart")
-        .await
-        .unwrap();
-    let sockets = tempfile::tempdir().unwrap();
-    let metrics_port = free_port();
-    let operator = spawn_operator(
-        &ns,
-        sockets.path(),
-        metrics_port,
+    let w = world_on(
+        control_plane.client().await.unwrap(),
+        "apirestart",
         &["--resync", "1h"],
         control_plane.kubeconfig_path(),
-    );
-    let log = sockets.path().join("calls.jsonl");
-    let w = World {
-        client,
-        ns,
-        sockets,
-        operator,
-        metrics_port,
-        log,
-    };
+    )
+    .await;
     let _plugin = spawn_plugin(&w, &[]);
     w.create_users("users", json!({})).await;
     w.table_until("users", "Ready before the restart", T, |t| {
@@ -63,14 +45,7 @@ async fn the_operator_and_its_plugin_ride_through_an_api_server_restart() {
         )
         .await
         .unwrap();
-    w.api(&pg_ext_resource())
-        .patch(
-            "users",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"partitionBy": "range"}})),
-        )
-        .await
-        .unwrap();
+    w.set_partition_by("users", "range").await;
     w.create_table("orders", "PostgreSQL", json!({}), false)
         .await;
     w.table_until("users", "the spec edit reconciled", T, |t| {
@@ -80,17 +55,7 @@ async fn the_operator_and_its_plugin_ride_through_an_api_server_restart() {
             .ok_or_else(|| "not yet".into())
     })
     .await;
-    kplug_testenv::eventually("the plugin saw the extension edit", T, || async {
-        let ext = w
-            .api(&pg_ext_resource())
-            .get("users")
-            .await
-            .map_err(|e| e.to_string())?;
-        (ext.data.pointer("/status/specSeen/partitionBy") == Some(&json!("range")))
-            .then_some(())
-            .ok_or("not yet".to_owned())
-    })
-    .await;
+    w.plugin_saw_partition_by("users", "range", T).await;
     w.table_until("orders", "a new object converges", T, |t| {
         expect_condition(t, "Ready", "True", "Reconciled")
     })

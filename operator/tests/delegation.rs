@@ -385,38 +385,6 @@ use kube::ResourceExt;
 
 const PG_EXTENSIONS: &str = "databasetablepostgresqlextensions";
 
-/// Patches the walkthrough's PostgreSQL extension `name` to `partitionBy`.
-async fn set_partition_by(w: &World, name: &str, partition_by: &str) {
-    w.api(&pg_ext_resource())
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"partitionBy": partition_by}})),
-        )
-        .await
-        .unwrap();
-}
-
-/// Waits until the plugin has written that it saw `partitionBy` on `name`.
-async fn plugin_saw_partition_by(w: &World, name: &str, partition_by: &str) {
-    kplug_testenv::eventually(
-        &format!("the plugin saw partitionBy {partition_by}"),
-        T,
-        || async {
-            let ext = w
-                .api(&pg_ext_resource())
-                .get(name)
-                .await
-                .map_err(|e| e.to_string())?;
-            let seen = ext.data.pointer("/status/specSeen/partitionBy").cloned();
-            (seen == Some(json!(partition_by)))
-                .then_some(())
-                .ok_or(format!("status.specSeen.partitionBy is {seen:?}"))
-        },
-    )
-    .await;
-}
-
 /// The gap between a base's first reconcile and the first list of its
 /// extension kind's watch: the list is held by the proxy, the extension is
 /// edited, then the list completes. The edit must reach the plugin, with no
@@ -448,9 +416,9 @@ async fn an_extension_edit_before_the_watch_has_listed_reaches_the_plugin() {
         )
     })
     .await;
-    set_partition_by(&w, "users", "range").await;
+    w.set_partition_by("users", "range").await;
     proxy.release_lists(PG_EXTENSIONS);
-    plugin_saw_partition_by(&w, "users", "range").await;
+    w.plugin_saw_partition_by("users", "range", T).await;
     w.table_until("users", "Ready", T, |t| {
         expect_condition(t, "Ready", "True", "Reconciled")
     })
@@ -470,13 +438,13 @@ async fn an_extension_edit_during_a_relist_reaches_the_plugin() {
         expect_condition(t, "Ready", "True", "Reconciled")
     })
     .await;
-    plugin_saw_partition_by(&w, "users", "hash").await;
+    w.plugin_saw_partition_by("users", "hash", T).await;
 
     proxy.force_relist(PG_EXTENSIONS);
     proxy.wait_for_held_list(PG_EXTENSIONS, T).await;
-    set_partition_by(&w, "users", "range").await;
+    w.set_partition_by("users", "range").await;
     proxy.release_lists(PG_EXTENSIONS);
-    plugin_saw_partition_by(&w, "users", "range").await;
+    w.plugin_saw_partition_by("users", "range", T).await;
 }
 
 /// How many tables the restart test makes: small in `make test`, 1,000

@@ -66,7 +66,23 @@ pub async fn world_with_kubeconfig(
     operator_args: &[&str],
     kubeconfig: &Path,
 ) -> World {
-    let client = kplug_testenv::client().await;
+    world_on(
+        kplug_testenv::client().await,
+        prefix,
+        operator_args,
+        kubeconfig,
+    )
+    .await
+}
+
+/// [`world`] on the control plane that `client` and `kubeconfig` reach
+/// (e.g. a test's own, to restart it).
+pub async fn world_on(
+    client: Client,
+    prefix: &str,
+    operator_args: &[&str],
+    kubeconfig: &Path,
+) -> World {
     kplug_testenv::install_crd_yaml(&client, CRDS)
         .await
         .expect("install CRDs");
@@ -235,6 +251,39 @@ pub fn signal(child: &Child, signal: nix::sys::signal::Signal) {
 }
 
 impl World {
+    /// Patches the walkthrough's PostgreSQL extension `name` to `partitionBy`.
+    pub async fn set_partition_by(&self, name: &str, partition_by: &str) {
+        self.api(&pg_ext_resource())
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {"partitionBy": partition_by}})),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Waits until the plugin has written that it saw `partitionBy` on the
+    /// extension `name`.
+    pub async fn plugin_saw_partition_by(&self, name: &str, partition_by: &str, timeout: Duration) {
+        kplug_testenv::eventually(
+            &format!("the plugin saw partitionBy {partition_by}"),
+            timeout,
+            || async {
+                let ext = self
+                    .api(&pg_ext_resource())
+                    .get(name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let seen = ext.data.pointer("/status/specSeen/partitionBy").cloned();
+                (seen == Some(json!(partition_by)))
+                    .then_some(())
+                    .ok_or(format!("status.specSeen.partitionBy is {seen:?}"))
+            },
+        )
+        .await;
+    }
+
     pub fn api(&self, ar: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &self.ns, ar)
     }
