@@ -135,9 +135,10 @@ struct Shared {
     changes: watch::Sender<u64>,
     metrics: Metrics,
     events: Option<Events>,
-    // Serialises handshakes per name so two heartbeats of one new instance
-    // do not both dial it.
-    handshakes: tokio::sync::Mutex<()>,
+    // Serialises handshakes per name, so two heartbeats of one new instance
+    // do not both dial it, while a plugin whose handshake hangs delays no
+    // other plugin (the lock is per name, never global).
+    handshakes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     backoff: Backoff,
     started: Mutex<Option<Instant>>,
     ownership: Ownership,
@@ -158,7 +159,7 @@ impl Registry {
                 changes,
                 metrics,
                 events,
-                handshakes: tokio::sync::Mutex::new(()),
+                handshakes: Mutex::default(),
                 backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
                 started: Mutex::new(None),
                 ownership,
@@ -426,6 +427,13 @@ impl Registry {
                 self.remove(&name, &instance_id, &why, Severity::Warning)
                     .await;
             }
+            // Handshake locks of names nobody is handshaking as: a client
+            // sending many names must not grow this table for ever.
+            self.shared
+                .handshakes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|_, lock| Arc::strong_count(lock) > 1);
         }
     }
 
@@ -502,7 +510,15 @@ impl Registry {
             return Ok(String::new());
         }
 
-        let _one_at_a_time = self.shared.handshakes.lock().await;
+        let name_lock = Arc::clone(
+            self.shared
+                .handshakes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(req.name.clone())
+                .or_default(),
+        );
+        let _one_at_a_time = name_lock.lock().await;
         // Another heartbeat of the same instance may have finished the
         // handshake while we waited.
         if let Some(known) = self.current(&req.name, &req.instance_id) {

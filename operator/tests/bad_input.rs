@@ -854,3 +854,82 @@ async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial(
         "{m}"
     );
 }
+
+/// A plugin whose GetInfo never answers.
+struct Hanging;
+
+#[tonic::async_trait]
+impl Plugin for Hanging {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Err(tonic::Status::unavailable("never"))
+    }
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Err(tonic::Status::unavailable("never"))
+    }
+    async fn reconcile(
+        &self,
+        _: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        Err(tonic::Status::unavailable("never"))
+    }
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Err(tonic::Status::unavailable("never"))
+    }
+}
+
+/// Handshakes that hang (eight names at once, each GetInfo never answered)
+/// hold up no other plugin's registration: handshake locks are per name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_handshake_does_not_delay_another_plugins_registration() {
+    let w = world("hanging-getinfo", &[]).await;
+    let socket = w.sockets.path().join("plugins/hang.sock");
+    let listener = kplug_proto::socket::bind(&socket).await.unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(PluginServer::new(Hanging))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let registry_socket = w.sockets.path().join("registry.sock");
+    for i in 0..8 {
+        let registry_socket = registry_socket.clone();
+        tokio::spawn(async move {
+            let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
+            let name = format!("hang-{i}");
+            loop {
+                let _ = registry
+                    .heartbeat(heartbeat(&name, "plugins/hang.sock", &format!("Hang{i}")))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
+    // Let the hanging handshakes start first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let _pg = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("the real plugin registered", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    let took = started.elapsed();
+    eprintln!("registered {took:?} after it started, next to eight hanging handshakes");
+    // Queued behind the hanging ones, it would wait for several handshake
+    // timeouts (2 s each); on its own it needs well under one.
+    assert!(
+        took < Duration::from_secs(5),
+        "the real plugin waited {took:?}"
+    );
+}
