@@ -168,7 +168,7 @@ buf-lint: $(NPM_STAMP) ## lint the protos (proto/buf.yaml)
 # Compares proto/ with the same directory at the latest release tag (v*).
 .PHONY: buf-breaking
 buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the latest v* tag
-	@tag=$$(git tag --list 'v*' --sort=-version:refname | head -n1); \
+	@tag=$$(git tag --list 'v*' --sort=-version:refname | sed -n 1p); \
 	if [ -z "$$tag" ]; then \
 	  echo "buf-breaking: no v* release tag yet; nothing to compare against (skipped)"; \
 	else \
