@@ -345,9 +345,19 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// A negative or unreadable delay means "now", which is then raised to the
 /// shortest delay honoured: a plugin cannot make the operator spin.
+///
+/// Negative values never reach prost-types' conversion: it negates the
+/// seconds, which overflows for `i64::MIN` (found by the `reconcile_response`
+/// fuzz target).
 fn retry_after(requested: Option<prost_types::Duration>) -> Option<std::time::Duration> {
-    requested
-        .map(|d| limits::clamp_retry_after(std::time::Duration::try_from(d).unwrap_or_default()))
+    requested.map(|d| {
+        let delay = if d.seconds < 0 || (d.seconds == 0 && d.nanos < 0) {
+            std::time::Duration::ZERO
+        } else {
+            std::time::Duration::try_from(d).unwrap_or_default()
+        };
+        limits::clamp_retry_after(delay)
+    })
 }
 
 fn check_conditions(conditions: Vec<v1::Condition>) -> Result<Vec<Condition>, String> {
@@ -590,15 +600,18 @@ mod tests {
         };
         let checked = check_reconcile(later, &base, &[]).unwrap();
         assert_eq!(checked.retry_after, Some(limits::MAX_RETRY_AFTER));
-        let negative = v1::ReconcileResponse {
-            retry_after: Some(prost_types::Duration {
-                seconds: -5,
-                nanos: 0,
-            }),
-            ..ok()
-        };
-        let checked = check_reconcile(negative, &base, &[]).unwrap();
-        assert_eq!(checked.retry_after, Some(limits::MIN_RETRY_AFTER));
+        for (seconds, nanos) in [(-5, 0), (i64::MIN, 0), (i64::MIN, -999_999_999), (0, -1)] {
+            let negative = v1::ReconcileResponse {
+                retry_after: Some(prost_types::Duration { seconds, nanos }),
+                ..ok()
+            };
+            let checked = check_reconcile(negative, &base, &[]).unwrap();
+            assert_eq!(
+                checked.retry_after,
+                Some(limits::MIN_RETRY_AFTER),
+                "{seconds}s {nanos}ns"
+            );
+        }
     }
 
     #[test]
