@@ -124,6 +124,44 @@ demo: testenv ## the database-table walkthrough: control plane, operator, SQLite
 bench: ## Reconcile round trip through the SDK vs bare tonic, over a Unix socket (criterion)
 	$(CARGO) bench -p kplug-sidecar --bench roundtrip
 
+# --- fuzzing -------------------------------------------------------------------
+
+# cargo-fuzz (libFuzzer) targets in fuzz/, its own workspace: heartbeat
+# checks, socket confinement, and the checks on plugins' Reconcile and
+# Finalize responses (fuzz/README.md). They build with nightly, without a
+# sanitizer (the code under test is safe Rust; ASan made runs 4-5x slower),
+# in target/fuzz/build; corpora grow in target/fuzz/corpus, crashes land in
+# fuzz/artifacts/<target>/. Not part of `make test`.
+CARGO_FUZZ_VERSION := 0.13.2
+FUZZ_TOOLCHAIN ?= nightly
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_OUT := $(TARGET_DIR)/fuzz
+FUZZ_ENV = FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_OUT=$(FUZZ_OUT) \
+	CARGO_FUZZ="$(CARGO) +$(FUZZ_TOOLCHAIN) fuzz" FUZZ_FLAGS="$(FUZZ_FLAGS)"
+FUZZ_FLAGS = --fuzz-dir fuzz --sanitizer none --target-dir $(abspath $(FUZZ_OUT))/build
+
+.PHONY: fuzz-tools
+fuzz-tools: ## install cargo-fuzz (pinned) and the nightly toolchain when missing
+	@rustup toolchain list | grep -q '^$(FUZZ_TOOLCHAIN)' || rustup toolchain install $(FUZZ_TOOLCHAIN) --profile minimal
+	@if [[ "$$($(CARGO) fuzz --version 2>/dev/null)" == "cargo-fuzz $(CARGO_FUZZ_VERSION)" ]]; then \
+	  echo "cargo-fuzz $(CARGO_FUZZ_VERSION) is installed"; \
+	else \
+	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION) --locked; \
+	fi
+
+.PHONY: fuzz-build
+fuzz-build: fuzz-tools ## build the fuzz targets (target/fuzz/build)
+	$(CARGO) +$(FUZZ_TOOLCHAIN) fuzz build $(FUZZ_FLAGS)
+
+.PHONY: fuzz
+fuzz: fuzz-build ## fuzz every target for FUZZ_SECONDS (default 60) each; fails on any crash
+	$(FUZZ_ENV) fuzz/run.sh $(FUZZ_TARGETS)
+
+.PHONY: fuzz-long
+fuzz-long: ## `make fuzz` for 600 s per target (FUZZ_TARGETS="a b" picks targets)
+	$(MAKE) fuzz FUZZ_SECONDS=600
+
 # --- lint ------------------------------------------------------------------
 
 BUF := node_modules/.bin/buf
