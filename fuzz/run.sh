@@ -40,12 +40,13 @@ for t in "${targets[@]}"; do
     log=$out/logs/$t.log
     echo "=== fuzz $t: ${seconds}s ($(date -u +%H:%M:%S)); log: $log"
     # The full log goes to the file; the console gets all but the lines
-    # for each new or reduced corpus input. The fuzzer's status is what
-    # counts (grep's is 1 when it prints nothing).
+    # for each new or reduced corpus input and the recommended dictionary.
+    # The fuzzer's status is what counts (grep's is 1 when it prints
+    # nothing).
     set +e
     "${cargo_fuzz[@]}" run "${flags[@]}" "$t" "${corpora[@]}" -- \
         -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
-        2>&1 | tee "$log" | grep --line-buffered -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE) '
+        2>&1 | tee "$log" | grep --line-buffered -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE) |^".*" # Uses: [0-9]+$|^###### (Recommended|End of recommended) dictionary'
     status=${PIPESTATUS[0]}
     set -e
     stats=$(awk '

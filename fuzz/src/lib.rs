@@ -487,6 +487,53 @@ impl OutcomeInput {
     }
 }
 
+/// A `google.protobuf.Duration`, from fuzz input: edge values of each
+/// field (around zero, the bounds, the extremes), or any.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum DurationInput {
+    /// `SECONDS[s % len]`, `NANOS[n % len]`.
+    Edges(u8, u8),
+    /// As given.
+    Raw(i64, i32),
+}
+
+impl DurationInput {
+    const SECONDS: [i64; 10] = [
+        i64::MIN,
+        i64::MIN + 1,
+        -1,
+        0,
+        1,
+        3600,
+        3601,
+        315_576_000_000,
+        i64::MAX - 1,
+        i64::MAX,
+    ];
+    const NANOS: [i32; 9] = [
+        i32::MIN,
+        -1_000_000_000,
+        -999_999_999,
+        -1,
+        0,
+        1,
+        999_999_999,
+        1_000_000_000,
+        i32::MAX,
+    ];
+
+    /// The message.
+    pub fn build(self) -> prost_types::Duration {
+        match self {
+            Self::Edges(s, n) => prost_types::Duration {
+                seconds: Self::SECONDS[usize::from(s) % Self::SECONDS.len()],
+                nanos: Self::NANOS[usize::from(n) % Self::NANOS.len()],
+            },
+            Self::Raw(seconds, nanos) => prost_types::Duration { seconds, nanos },
+        }
+    }
+}
+
 /// A condition, from fuzz input.
 #[derive(Arbitrary, Debug, Clone)]
 pub struct ConditionInput {
@@ -511,7 +558,7 @@ pub struct ResponseInput {
     outcome: OutcomeInput,
     /// How many fixture objects are *not* sent ([`Fixture::sent`]).
     pub unsent: u8,
-    retry_after: Option<(i64, i32)>,
+    retry_after: Option<DurationInput>,
     message: Text,
     /// The target of the `i`th extension status (the `i`th sent object
     /// when there are fewer).
@@ -528,8 +575,7 @@ pub struct ResponseInput {
 
 impl ResponseInput {
     fn retry_after(&self) -> Option<prost_types::Duration> {
-        self.retry_after
-            .map(|(seconds, nanos)| prost_types::Duration { seconds, nanos })
+        self.retry_after.map(DurationInput::build)
     }
 
     fn events(&self, fixture: &Fixture, sent: &[DynamicObject]) -> Vec<v1::Event> {
