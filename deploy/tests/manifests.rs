@@ -613,7 +613,8 @@ async fn the_samples_are_valid_custom_resources() {
         [
             "DatabaseTable",
             "DatabaseTableMariaDbExtension",
-            "DatabaseTablePostgreSqlExtension"
+            "DatabaseTablePostgreSqlExtension",
+            "DatabaseTableSqliteExtension"
         ]
     );
     let params = PatchParams::apply(FIELD_MANAGER)

@@ -36,9 +36,10 @@ const NAMESPACE: &str = "kplug-system";
 const ACCOUNT: &str = "kplug-operator";
 const GROUP: &str = "myorg.org";
 const TABLES: &str = "databasetables";
-const EXTENSIONS: [&str; 2] = [
+const EXTENSIONS: [&str; 3] = [
     "databasetablemariadbextensions",
     "databasetablepostgresqlextensions",
+    "databasetablesqliteextensions",
 ];
 const T: Duration = Duration::from_secs(30);
 /// The operator's leader election Lease (kplug-<kind>-<group>).
@@ -436,6 +437,8 @@ async fn the_operator_works_with_exactly_these_permissions() {
             "myorg.org/DatabaseTableMariaDbExtension",
             "--extension-kind",
             "myorg.org/DatabaseTablePostgreSqlExtension",
+            "--extension-kind",
+            "myorg.org/DatabaseTableSqliteExtension",
         ])
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAME", "kplug-operator-rbac-test")
@@ -482,7 +485,8 @@ async fn the_operator_works_with_exactly_these_permissions() {
         let plural = match kind(sample) {
             "DatabaseTable" => TABLES,
             "DatabaseTableMariaDbExtension" => EXTENSIONS[0],
-            _ => EXTENSIONS[1],
+            "DatabaseTablePostgreSqlExtension" => EXTENSIONS[1],
+            _ => EXTENSIONS[2],
         };
         let api = Api::<DynamicObject>::namespaced_with(
             admin.clone(),

@@ -14,6 +14,18 @@ pub struct Object {
 }
 
 impl Object {
+    /// An object from its JSON, as the operator would send it (e.g. an
+    /// extension for a plugin's own unit tests).
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when `raw` is not a JSON object.
+    pub fn new(raw: Value) -> Result<Self, Error> {
+        if !raw.is_object() {
+            return Err(Error::Decode("an object must be a JSON object".into()));
+        }
+        Ok(Self { raw })
+    }
+
     pub(crate) fn from_json(bytes: &[u8], what: &str) -> Result<Self, Error> {
         let raw: Value = serde_json::from_slice(bytes)
             .map_err(|e| Error::Decode(format!("{what} is not valid JSON: {e}")))?;

@@ -40,6 +40,13 @@ pub fn maria_ext_resource() -> ApiResource {
     )
 }
 
+pub fn sqlite_ext_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTableSqliteExtension"),
+        "databasetablesqliteextensions",
+    )
+}
+
 /// One test's world: a namespace, a socket dir, an operator process.
 pub struct World {
     pub client: Client,
@@ -168,6 +175,8 @@ pub fn spawn_operator_as(
         "myorg.org/DatabaseTableMariaDbExtension",
         "--extension-kind",
         "myorg.org/DatabaseTablePostgreSqlExtension",
+        "--extension-kind",
+        "myorg.org/DatabaseTableSqliteExtension",
     ])
     .args(extra)
     .env("KUBECONFIG", kubeconfig)

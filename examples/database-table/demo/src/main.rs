@@ -139,13 +139,18 @@ async fn wait_ready(
     }
 }
 
+/// The `users` table and its indexes, as SQLite keeps them (one statement
+/// per line).
 fn sqlite_schema(path: &Path) -> Result<String> {
     let conn = rusqlite::Connection::open(path)?;
-    Ok(conn.query_row(
-        "SELECT sql FROM sqlite_master WHERE name = 'users'",
-        [],
-        |r| r.get(0),
-    )?)
+    let mut stmt = conn.prepare(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'users' AND sql IS NOT NULL \
+         ORDER BY type = 'index', name",
+    )?;
+    let statements: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(statements.join("\n      "))
 }
 
 async fn apply_sample(client: &Client, ns: &str) -> Result<()> {
@@ -206,7 +211,7 @@ async fn main() -> Result<()> {
     let client = Client::try_from(config)?;
     kplug_testenv::install_crd_yaml(&client, CRDS).await?;
     println!(
-        "    installed the CRDs DatabaseTable, DatabaseTableMariaDbExtension, DatabaseTablePostgreSqlExtension"
+        "    installed the CRDs DatabaseTable, DatabaseTableMariaDbExtension, DatabaseTablePostgreSqlExtension, DatabaseTableSqliteExtension"
     );
 
     step(
@@ -230,6 +235,8 @@ async fn main() -> Result<()> {
             "myorg.org/DatabaseTableMariaDbExtension",
             "--extension-kind",
             "myorg.org/DatabaseTablePostgreSqlExtension",
+            "--extension-kind",
+            "myorg.org/DatabaseTableSqliteExtension",
         ],
         &kube_env,
         &work.join("operator.log"),

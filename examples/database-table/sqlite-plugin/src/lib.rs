@@ -15,20 +15,28 @@
 //! | float64 | `DOUBLE` | REAL |
 //! | timestamp | `TIMESTAMP` | NUMERIC |
 //!
+//! The extension `DatabaseTableSqliteExtension` carries the SQLite-specific
+//! settings: `spec.indexes` names the columns that get an index. The plugin
+//! owns the indexes it creates (named `kplug_ix_<len>_<table>_<column>`) and
+//! leaves any other index alone.
+//!
 //! Every change runs in one transaction: a spec is applied completely or not
 //! at all. SQLite cannot change a column's type in place, so a retype
 //! rebuilds the table (create, copy with CAST, drop, rename) inside that
 //! transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use database_table_model::{
     ColumnType, DeletionPolicy, Plan, Table, TableSpec, is_identifier, plan, validate,
 };
-use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use kplug_sidecar::{BoxError, Object, Offer, Plugin, PluginInfo, Request, Response};
 use rusqlite::{Connection, TransactionBehavior};
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// The extension kind this plugin reads.
+pub const EXTENSION: &str = "DatabaseTableSqliteExtension";
 
 /// The plugin.
 #[derive(Debug)]
@@ -40,7 +48,7 @@ pub struct SqlitePlugin {
 pub fn info() -> PluginInfo {
     PluginInfo::new("sqlite", env!("CARGO_PKG_VERSION"))
         .description("DatabaseTable in embedded SQLite files")
-        .offer(Offer::new("myorg.org", "DatabaseTable", "SQLite"))
+        .offer(Offer::new("myorg.org", "DatabaseTable", "SQLite").extension("myorg.org", EXTENSION))
         .with_finalize()
 }
 
@@ -100,6 +108,70 @@ fn existing_columns(conn: &Connection, table: &str) -> rusqlite::Result<BTreeMap
     rows.collect()
 }
 
+/// The columns `extension` asks to index (none without an extension).
+///
+/// # Errors
+/// What is wrong with `spec.indexes`, naming the extension: not a list of
+/// strings, or a column the table does not have.
+pub fn indexes(extension: Option<&Object>, table: &Table) -> Result<BTreeSet<String>, String> {
+    let Some(extension) = extension else {
+        return Ok(BTreeSet::new());
+    };
+    let what = format!("{EXTENSION} {}", extension.name());
+    let list = match extension.spec().get("indexes") {
+        None | Some(Value::Null) => return Ok(BTreeSet::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(format!(
+                "{what}: spec.indexes must be a list of column names, not {other}"
+            ));
+        }
+    };
+    let mut wanted = BTreeSet::new();
+    for item in list {
+        let Some(column) = item.as_str() else {
+            return Err(format!(
+                "{what}: spec.indexes must be a list of column names, not {item}"
+            ));
+        };
+        if !table.columns.iter().any(|(name, _)| name == column) {
+            return Err(format!(
+                "{what}: spec.indexes names column {column:?}, which table {} does not have; index one of its columns or remove the entry",
+                table.name
+            ));
+        }
+        wanted.insert(column.to_owned());
+    }
+    Ok(wanted)
+}
+
+/// The name of the index this plugin keeps on `table`'s `column`. The
+/// length prefix keeps names unique across the database's tables (index
+/// names share one namespace; `a`+`b_c` and `a_b`+`c` must differ).
+pub fn index_name(table: &str, column: &str) -> String {
+    format!("{INDEX_PREFIX}{}_{table}_{column}", table.len())
+}
+
+const INDEX_PREFIX: &str = "kplug_ix_";
+
+/// This plugin's indexes on `table`: index name → the column it indexes.
+///
+/// # Errors
+/// SQLite's error.
+pub fn managed_indexes(
+    conn: &Connection,
+    table: &str,
+) -> rusqlite::Result<BTreeMap<String, String>> {
+    let mut stmt = conn.prepare(
+        "SELECT l.name, i.name FROM pragma_index_list(?1) AS l, pragma_index_info(l.name) AS i \
+         WHERE l.origin = 'c' AND l.name LIKE 'kplug\\_ix\\_%' ESCAPE '\\'",
+    )?;
+    let rows = stmt.query_map([table], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    rows.collect()
+}
+
 /// What one reconcile did.
 #[derive(Debug)]
 pub struct Applied {
@@ -109,17 +181,63 @@ pub struct Applied {
     pub plan: Plan,
     /// Rows in the table afterwards.
     pub rows: i64,
+    /// Columns whose index was created.
+    pub indexed: Vec<String>,
+    /// Columns whose index was dropped.
+    pub unindexed: Vec<String>,
+    /// The indexed columns afterwards.
+    pub indexes: BTreeSet<String>,
 }
 
-/// Brings `table` in the database at `path` to the spec, in one transaction.
+impl Applied {
+    /// What changed, in words ("created", "added 1 (email); indexed name").
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if self.created {
+            parts.push("created".to_owned());
+        } else if !self.plan.is_empty() {
+            parts.push(self.plan.summary());
+        }
+        if !self.indexed.is_empty() {
+            parts.push(format!("indexed {}", self.indexed.join(", ")));
+        }
+        if !self.unindexed.is_empty() {
+            parts.push(format!("unindexed {}", self.unindexed.join(", ")));
+        }
+        if parts.is_empty() {
+            self.plan.summary()
+        } else {
+            parts.join("; ")
+        }
+    }
+
+    /// Whether the table or its indexes changed.
+    pub fn changed(&self) -> bool {
+        self.created
+            || !self.plan.is_empty()
+            || !self.indexed.is_empty()
+            || !self.unindexed.is_empty()
+    }
+}
+
+/// Brings `table` in the database at `path` to the spec, with an index on
+/// each column of `indexes` (see [`indexes`]), in one transaction.
 ///
 /// # Errors
 /// SQLite's error; the transaction is rolled back, nothing changed.
-pub fn apply(path: &Path, table: &Table) -> rusqlite::Result<Applied> {
+pub fn apply(path: &Path, table: &Table, indexes: &BTreeSet<String>) -> rusqlite::Result<Applied> {
     let mut conn = Connection::open(path)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let existing = existing_columns(&tx, &table.name)?;
     let name = quote(&table.name);
+    // Unwanted indexes go first: SQLite refuses to drop an indexed column.
+    let mut before = BTreeSet::new();
+    for (index, column) in managed_indexes(&tx, &table.name)? {
+        if !indexes.contains(&column) || index != index_name(&table.name, &column) {
+            tx.execute_batch(&format!("DROP INDEX {}", quote(&index)))?;
+        }
+        before.insert(column);
+    }
     let (created, plan) = if existing.is_empty() {
         tx.execute_batch(&format!(
             "CREATE TABLE {name} ({})",
@@ -170,12 +288,31 @@ pub fn apply(path: &Path, table: &Table) -> rusqlite::Result<Applied> {
         }
         (false, plan)
     };
+    // A rebuild dropped the old table's indexes with it: create whatever
+    // is missing now.
+    let present: BTreeSet<String> = managed_indexes(&tx, &table.name)?.into_keys().collect();
+    for column in indexes {
+        let index = index_name(&table.name, column);
+        if !present.contains(&index) {
+            tx.execute_batch(&format!(
+                "CREATE INDEX {} ON {name} ({})",
+                quote(&index),
+                quote(column)
+            ))?;
+        }
+    }
+    let after: BTreeSet<String> = managed_indexes(&tx, &table.name)?.into_values().collect();
+    let indexed = after.difference(&before).cloned().collect();
+    let unindexed = before.difference(&after).cloned().collect();
     let rows: i64 = tx.query_row(&format!("SELECT COUNT(*) FROM {name}"), [], |r| r.get(0))?;
     tx.commit()?;
     Ok(Applied {
         created,
         plan,
         rows,
+        indexed,
+        unindexed,
+        indexes: after,
     })
 }
 
@@ -210,13 +347,23 @@ impl Plugin for SqlitePlugin {
             Ok(path) => path,
             Err(e) => return Ok(Response::failed(e)),
         };
-        let (db, t) = (path.clone(), table.clone());
-        let applied = tokio::task::spawn_blocking(move || apply(&db, &t)).await??;
-        let summary = if applied.created {
-            "created".to_owned()
-        } else {
-            applied.plan.summary()
+        let extension = request.extension(EXTENSION);
+        let wanted = match indexes(extension, &table) {
+            Ok(wanted) => wanted,
+            Err(e) => {
+                return Ok(
+                    Response::failed(format!("invalid extension, nothing changed: {e}")).condition(
+                        "TableReady",
+                        Some(false),
+                        "InvalidExtension",
+                        e,
+                    ),
+                );
+            }
         };
+        let (db, t) = (path.clone(), table.clone());
+        let applied = tokio::task::spawn_blocking(move || apply(&db, &t, &wanted)).await??;
+        let summary = applied.summary();
         let mut response = Response::ok()
             .message(format!(
                 "table {} in {}: {summary}",
@@ -238,10 +385,16 @@ impl Plugin for SqlitePlugin {
         if applied.created {
             response = response.event(
                 "TableCreated",
-                format!("created table {} in {}", table.name, path.display()),
+                format!("table {} in {}: {summary}", table.name, path.display()),
             );
-        } else if !applied.plan.is_empty() {
+        } else if applied.changed() {
             response = response.event("TableAltered", format!("table {}: {summary}", table.name));
+        }
+        if let Some(extension) = extension {
+            response = response.extension_status(
+                extension,
+                json!({"table": table.name, "indexes": applied.indexes}),
+            );
         }
         Ok(response)
     }
