@@ -118,6 +118,17 @@ demo: testenv ## the database-table walkthrough: control plane, operator, SQLite
 	$(CARGO) build -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p database-table-demo
 	$(TARGET_DIR)/debug/kplug-demo
 
+# --- chaos -------------------------------------------------------------------
+
+CHAOS_TABLES ?= 500
+CHAOS_SECONDS ?= 40
+
+.PHONY: chaos
+chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and leader SIGKILLs, an API server restart and edits; checked in SQLite (make test runs 60)
+	$(CARGO) build -p kplug-operator -p sqlite-plugin
+	KPLUG_CHAOS_TABLES=$(CHAOS_TABLES) KPLUG_CHAOS_SECONDS=$(CHAOS_SECONDS) \
+	  $(CARGO) test -p kplug-operator --test chaos -- --nocapture
+
 # --- benchmarks ----------------------------------------------------------------
 
 .PHONY: bench

@@ -159,6 +159,21 @@ pub fn spawn_operator_as(
     extra: &[&str],
     kubeconfig: &Path,
 ) -> Child {
+    operator_command(pod, ns, sockets, metrics_port, extra, kubeconfig)
+        .spawn()
+        .expect("start kplug-operator")
+}
+
+/// The command [`spawn_operator_as`] runs (e.g. to send its output
+/// elsewhere).
+pub fn operator_command(
+    pod: &str,
+    ns: &str,
+    sockets: &Path,
+    metrics_port: u16,
+    extra: &[&str],
+    kubeconfig: &Path,
+) -> Command {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
     cmd.args([
         "--resource",
@@ -186,7 +201,7 @@ pub fn spawn_operator_as(
     .env("POD_NAMESPACE", ns)
     .stdin(Stdio::null())
     .kill_on_drop(true);
-    cmd.spawn().expect("start kplug-operator")
+    cmd
 }
 
 /// Starts the scripted plugin with `env` (see sidecar-sdk/examples/scripted.rs).
