@@ -41,6 +41,8 @@ use tokio::process::{Child, Command};
 
 /// The Lease: short, so that the two failovers fit in the bounded run.
 const LEASE: &str = "4s";
+/// When a killed leader's Lease has surely expired.
+const LEASE_EXPIRED: Duration = Duration::from_secs(5);
 /// A live object that has not converged this long after the chaos stopped
 /// is stuck: without a wake-up it would wait for the 1 h resync.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -222,9 +224,10 @@ impl Driver {
 
     /// One random edit or deletion of a created, live table (none before
     /// the first is created).
+    /// The model changes only once the API server has taken the change.
     async fn disturb(&self, rng: &mut Rng) {
-        let (name, kind, patch) = {
-            let mut model = self.model.lock().unwrap();
+        let (name, kind, patch, want) = {
+            let model = self.model.lock().unwrap();
             let live: Vec<&String> = model
                 .iter()
                 .filter(|(_, w)| w.created && !w.deleted)
@@ -234,7 +237,7 @@ impl Driver {
                 return;
             }
             let name = live[rng.below(live.len())].clone();
-            let want = model.get_mut(&name).unwrap();
+            let mut want = model[&name].clone();
             let (kind, patch) = match rng.below(5) {
                 0 => {
                     want.deleted = true;
@@ -251,7 +254,7 @@ impl Driver {
                     ("extension", json!({"spec": {"indexes": want.index_list()}}))
                 }
             };
-            (name, kind, patch)
+            (name, kind, patch, want)
         };
         let (params, merge, delete) = (
             PatchParams::default(),
@@ -285,6 +288,7 @@ impl Driver {
                 count(&self.counts.extension_edits);
             }
         }
+        self.model.lock().unwrap().insert(name, want);
     }
 }
 
@@ -378,12 +382,12 @@ async fn kill(child: &mut Option<Child>) {
 async fn plugin_killer(
     cluster: Arc<tokio::sync::Mutex<Cluster>>,
     counts: Arc<Counts>,
-    stop: Arc<tokio::sync::Notify>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(2)) => {}
-            () = stop.notified() => return,
+            _ = stop.wait_for(|stop| *stop) => return,
         }
         let i = {
             let mut cluster = cluster.lock().await;
@@ -397,8 +401,10 @@ async fn plugin_killer(
     }
 }
 
-/// Waits for a leader, SIGKILLs its operator, starts it again after 1 s
-/// (a new Pod, same identity), and returns which replica it was.
+/// Waits for a leader, SIGKILLs its operator, and starts it again once the
+/// Lease has expired (so the other replica takes over first; a container
+/// restarted at once would take its own Lease back). Returns which replica
+/// it was.
 async fn kill_leader(cluster: &Arc<tokio::sync::Mutex<Cluster>>, counts: &Counts) -> usize {
     let i = kplug_testenv::eventually("a replica leads", Duration::from_secs(60), || async {
         cluster
@@ -411,7 +417,7 @@ async fn kill_leader(cluster: &Arc<tokio::sync::Mutex<Cluster>>, counts: &Counts
     .await;
     kill(&mut cluster.lock().await.replicas[i].operator).await;
     count(&counts.operator_kills);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(LEASE_EXPIRED).await;
     cluster.lock().await.start_operator(i);
     i
 }
@@ -541,7 +547,10 @@ fn settings() -> (usize, Duration, u64) {
     let number = |key: &str, default: u64| {
         std::env::var(key)
             .ok()
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("{key} is a number, not {v:?}")))
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{key} is a number, not {v:?}"))
+            })
             .unwrap_or(default)
     };
     let tables = usize::try_from(number("KPLUG_CHAOS_TABLES", 60)).unwrap();
@@ -658,22 +667,24 @@ async fn chaos_loses_nothing() {
     // Edits and deletions: about half as many as tables (at least 30),
     // spread over the first three quarters of the chaos.
     let disturbances = (n / 2).max(30);
-    let stop = Arc::new(tokio::sync::Notify::new());
+    // Stopping lets each task finish what it is doing (an edit the model
+    // has not recorded yet, a plugin being started again).
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let disturber = {
-        let (driver, stop) = (driver.clone(), stop.clone());
+        let (driver, mut stopping) = (driver.clone(), stopping.clone());
         tokio::spawn(async move {
             let mut rng = Rng(seed);
             let pause = chaos * 3 / 4 / u32::try_from(disturbances).unwrap();
             for _ in 0..disturbances {
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
-                    () = stop.notified() => return,
+                    _ = stopping.wait_for(|stop| *stop) => return,
                 }
                 driver.disturb(&mut rng).await;
             }
         })
     };
-    let killer = tokio::spawn(plugin_killer(cluster.clone(), counts.clone(), stop.clone()));
+    let killer = tokio::spawn(plugin_killer(cluster.clone(), counts.clone(), stopping));
 
     // The scheduled blows: leader, API server, leader.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -700,20 +711,9 @@ async fn chaos_loses_nothing() {
     creator.await.expect("creations");
     let remaining = chaos.saturating_sub(started.elapsed());
     tokio::time::sleep(remaining).await;
-    stop.notify_waiters();
-    disturber.abort();
-    let _ = disturber.await;
-    killer.abort();
-    let _ = killer.await;
-    // The killer may have left a plugin down: every plugin runs now.
-    {
-        let mut c = cluster.lock().await;
-        for i in 0..2 {
-            if c.replicas[i].plugin.is_none() {
-                c.start_plugin(i);
-            }
-        }
-    }
+    let _ = stop.send(true);
+    disturber.await.expect("edits and deletions");
+    killer.await.expect("the plugin killer");
     let chaos_ended = Instant::now();
     eprintln!("chaos: stopped after {:?}; settling", started.elapsed());
 
