@@ -8,6 +8,7 @@
 //! dials the socket once: a refused dial means the plugin is gone.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
+use nix::errno::Errno;
+use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
@@ -80,10 +83,11 @@ impl AsyncWrite for WatchedStream {
 /// so that a dead socket fails here. Every connection the channel makes
 /// (including reconnects) notifies `closed` when it drops.
 ///
-/// Every connection checks, first, that `path` still resolves to itself (no
-/// symlink was swapped into it after it was confined), and then that the
-/// process serving it runs as `uid`, the UID that registered the plugin:
-/// another container's socket is never spoken to in its name.
+/// Every connection is made without following a symlink anywhere on `path`
+/// (see [`connect_no_follow`]: one swapped in after the path was confined is
+/// refused, not followed), and then checks that the process serving it runs
+/// as `uid`, the UID that registered the plugin: another container's socket
+/// is never spoken to in its name.
 pub async fn dial(
     path: &Path,
     uid: u32,
@@ -98,16 +102,7 @@ pub async fn dial(
             let path = path.clone();
             let closed = closed.clone();
             async move {
-                if std::fs::canonicalize(&path)? != path {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!(
-                            "{} now resolves elsewhere (a symlink was put in its place); not following it",
-                            path.display()
-                        ),
-                    ));
-                }
-                let inner = UnixStream::connect(&path).await?;
+                let inner = connect_no_follow(&path).await?;
                 let served_by = inner.peer_cred()?.uid();
                 if served_by != uid {
                     return Err(io::Error::new(
@@ -125,6 +120,67 @@ pub async fn dial(
             }
         }))
         .await
+}
+
+/// Whether a registered plugin's socket still leads to it, after its
+/// connection dropped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// Its process accepts connections (or the dial failed in a way that
+    /// says nothing; the channel will find out).
+    Live,
+    /// It is gone, and why, for the removal's message.
+    Gone(String),
+}
+
+/// Dials `path` as [`dial`] does (no symlink followed, served by `uid`), to
+/// tell whether the plugin that registered it is still there. A refused or
+/// missing socket means its process exited; a symlink in its place, or a
+/// socket served by another UID, means it is not the plugin's any more.
+/// Nothing outside the socket dir is ever connected to.
+pub async fn liveness(path: &Path, uid: u32) -> Liveness {
+    match connect_no_follow(path).await {
+        Ok(stream) => match stream.peer_cred().map(|c| c.uid()) {
+            Ok(served_by) if served_by != uid => Liveness::Gone(format!(
+                "{} is now served by a process of UID {served_by}, not UID {uid} that registered the plugin",
+                path.display()
+            )),
+            _ => Liveness::Live,
+        },
+        Err(e) => match e.kind() {
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound => Liveness::Gone(format!(
+                "{} refuses connections (the process exited)",
+                path.display()
+            )),
+            io::ErrorKind::PermissionDenied => Liveness::Gone(e.to_string()),
+            _ => Liveness::Live,
+        },
+    }
+}
+
+/// Connects to the socket at `path` (absolute and canonical) without
+/// following a symlink anywhere on it: the path is opened as an `O_PATH`
+/// handle with `openat2(RESOLVE_NO_SYMLINKS)`, and the connection goes
+/// through that handle (`/proc/self/fd/N` names the socket's inode). A check
+/// followed by a connect by path would leave a window for a swap; this
+/// leaves none.
+async fn connect_no_follow(path: &Path) -> io::Result<UnixStream> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let handle = openat2(AT_FDCWD, path, how).map_err(|errno| match errno {
+        Errno::ELOOP => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} now resolves through a symlink (one was put in its place); not following it",
+                path.display()
+            ),
+        ),
+        errno => io::Error::from(errno),
+    })?;
+    let stream = UnixStream::connect(format!("/proc/self/fd/{}", handle.as_raw_fd())).await;
+    drop(handle);
+    stream
 }
 
 #[cfg(test)]
@@ -146,6 +202,38 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), closed.notified())
             .await
             .expect("EOF must notify");
+    }
+
+    #[tokio::test]
+    async fn a_symlink_anywhere_on_the_path_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let outside = dir.join("outside.sock");
+        let listener = tokio::net::UnixListener::bind(&outside).unwrap();
+        // The real path connects.
+        connect_no_follow(&outside).await.unwrap();
+        listener.accept().await.unwrap();
+        // A symlink to it, as the last component or as a directory on the
+        // way, is refused before any connection is made.
+        std::fs::create_dir(dir.join("plugins")).unwrap();
+        let link = dir.join("plugins/swapped.sock");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        std::os::unix::fs::symlink(&dir, dir.join("linked-dir")).unwrap();
+        for path in [link, dir.join("linked-dir/outside.sock")] {
+            let err = connect_no_follow(&path).await.unwrap_err();
+            assert_eq!(
+                err.kind(),
+                io::ErrorKind::PermissionDenied,
+                "{path:?}: {err}"
+            );
+            assert!(err.to_string().contains("not following it"), "{err}");
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), listener.accept())
+                .await
+                .is_err(),
+            "nothing reached the socket through a symlink"
+        );
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ use tonic::{Request, Response, Status};
 
 use crate::backoff::Backoff;
 use crate::confinement::confine;
-use crate::connection::dial;
+use crate::connection::{Liveness, dial, liveness};
 use crate::events::{Events, Severity};
 use crate::metrics::Metrics;
 use crate::ownership::{NameOwners, Ownership};
@@ -449,22 +449,17 @@ impl Registry {
                     return;
                 };
                 let closed = current.closed.clone();
-                let socket = current.socket.clone();
+                let (socket, uid) = (current.socket.clone(), current.uid);
                 let (name, id) = (current.name.clone(), current.instance_id.clone());
                 drop(current);
-                let gone = || {
-                    format!(
-                        "its connection dropped and {} refuses connections (the process exited)",
-                        socket.display()
-                    )
-                };
+                let gone = |why: String| format!("its connection dropped and {why}");
                 closed.notified().await;
                 if registry.current(&name, &id).is_none() {
                     return;
                 }
-                if !kplug_proto::socket::is_live(&socket).await {
+                if let Liveness::Gone(why) = liveness(&socket, uid).await {
                     registry
-                        .remove(&name, &id, &gone(), Severity::Warning)
+                        .remove(&name, &id, &gone(why), Severity::Warning)
                         .await;
                     return;
                 }
@@ -479,9 +474,11 @@ impl Registry {
                 };
                 let probed = current.probe().await;
                 drop(current);
-                if probed.is_err() && !kplug_proto::socket::is_live(&socket).await {
+                if probed.is_err()
+                    && let Liveness::Gone(why) = liveness(&socket, uid).await
+                {
                     registry
-                        .remove(&name, &id, &gone(), Severity::Warning)
+                        .remove(&name, &id, &gone(why), Severity::Warning)
                         .await;
                     return;
                 }

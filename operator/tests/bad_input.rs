@@ -933,3 +933,79 @@ async fn a_hanging_handshake_does_not_delay_another_plugins_registration() {
         "the real plugin waited {took:?}"
     );
 }
+
+/// A registered plugin's socket is swapped for a symlink to a socket outside
+/// the socket dir, and the plugin dies: whatever the operator dials next
+/// (the liveness check, renewals of the frozen instance, the reconcile of a
+/// new object) never reaches the outside socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_swapped_for_a_symlink_is_never_followed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let w = world("symlink", &[]).await;
+    let (real, instance_id) = spawn_plugin_as_uid(&w, 0, &[]).await;
+    kplug_testenv::eventually("the real plugin is up", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    // Outside the socket dir: a socket that counts who connects.
+    let outside = tempfile::tempdir().unwrap();
+    let evil = outside.path().join("evil.sock");
+    let listener = tokio::net::UnixListener::bind(&evil).unwrap();
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = {
+        let reached = reached.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                reached.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        })
+    };
+    let socket = w.sockets.path().join("plugins/postgresql.sock");
+    std::fs::rename(&socket, w.sockets.path().join("plugins/moved.sock")).unwrap();
+    std::os::unix::fs::symlink(&evil, &socket).unwrap();
+    let mut real = real;
+    signal(&real, nix::sys::signal::Signal::SIGKILL);
+    let _ = real.wait().await;
+
+    // The frozen instance is kept alive by heartbeats from its UID, and an
+    // object needs the plugin.
+    w.create_table("users", "PostgreSQL", json!({}), false)
+        .await;
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &w.sockets.path().join("registry.sock"),
+    ));
+    let mut renewal = heartbeat("postgresql", "plugins/postgresql.sock", "PostgreSQL");
+    renewal.instance_id = instance_id;
+    let mut answers = Vec::new();
+    for _ in 0..8 {
+        if let Ok(answer) = registry.heartbeat(renewal.clone()).await {
+            answers.push(answer.into_inner());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    w.table_until("users", "not reconciled through the symlink", T, |t| {
+        let (status, _, _) = condition(t, "Ready").ok_or("no Ready condition")?;
+        (status != "True")
+            .then_some(())
+            .ok_or_else(|| "Ready is True".to_owned())
+    })
+    .await;
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the operator connected to a socket outside the socket dir (heartbeat answers: {answers:?})"
+    );
+    let refused: Vec<&HeartbeatResponse> = answers.iter().filter(|a| !a.accepted).collect();
+    eprintln!(
+        "heartbeats through the symlink: {} refused of {}",
+        refused.len(),
+        answers.len()
+    );
+    counter.abort();
+}
