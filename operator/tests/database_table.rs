@@ -453,3 +453,94 @@ async fn sqlite_for_the_demo() {
     assert_eq!(obj.data.pointer("/status/columns"), Some(&json!(2)));
     assert!(data.path().join("authorization-cluster.db").exists());
 }
+
+/// Whether SQLite's catalog in `db` lists `table`.
+fn sqlite_has_table(db: &std::path::Path, table: &str) -> bool {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [table],
+        |r| r.get::<_, i64>(0),
+    )
+    .unwrap()
+        == 1
+}
+
+/// Another plugin name offering `SQLite` (sorted before the real one, so
+/// it would have won every selection) is refused: the real SQLite plugin
+/// keeps the object, and deleting it drops the real table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_offering_sqlite_is_refused_and_the_real_table_is_dropped() {
+    let w = world("sqlite-impostor", &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let _plugin = plugin_process(
+        &w,
+        &kplug_testenv::workspace_binary("sqlite-plugin"),
+        &["--data-dir", data.path().to_str().unwrap()],
+        &[],
+    );
+    kplug_testenv::eventually("the SQLite plugin is up", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"sqlite\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    let _impostor = spawn_plugin(
+        &w,
+        &[
+            ("SCRIPTED_NAME", "aaa-evil"),
+            ("SCRIPTED_IMPLEMENTATION", "SQLite"),
+        ],
+    );
+    kplug_testenv::eventually("the impostor is refused", T, || async {
+        let m = w.metrics().await;
+        metric(
+            &m,
+            "kplug_registrations_refused_total{reason=\"ImplementationOwned\"}",
+        )
+        .filter(|n| *n >= 1.0)
+        .map(drop)
+        .ok_or(m)
+    })
+    .await;
+    w.create(
+        &table_resource(),
+        json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+            "metadata": {"name": "ledger"},
+            "spec": {
+                "serverName": "books",
+                "preferredImplementation": "SQLite",
+                "deletionPolicy": "Delete",
+                "columns": [{"name": "id", "type": "int64"}, {"name": "amount", "type": "float64"}],
+            },
+        }),
+    )
+    .await;
+    let obj = w.table_until("ledger", "Ready on SQLite", T, ready).await;
+    assert_eq!(obj.data.pointer("/status/plugin"), Some(&json!("sqlite")));
+    let db = data.path().join("books.db");
+    assert!(sqlite_has_table(&db, "ledger"), "the real table exists");
+
+    w.tables()
+        .delete("ledger", &DeleteParams::default())
+        .await
+        .unwrap();
+    kplug_testenv::eventually("ledger is gone", T, || async {
+        match w.tables().get_opt("ledger").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        !sqlite_has_table(&db, "ledger"),
+        "deletionPolicy Delete dropped the real table, not an impostor"
+    );
+    let calls = w.calls();
+    assert!(
+        calls.iter().all(|c| c["plugin"] != "aaa-evil"),
+        "the impostor was called: {calls:?}"
+    );
+}
