@@ -39,6 +39,7 @@ pub mod selection;
 pub mod share;
 pub mod status;
 pub mod target;
+mod throttle;
 pub mod waiting;
 pub mod written;
 

@@ -54,6 +54,7 @@ use crate::ownership::{NameOwners, Ownership};
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::selection::Candidate;
+use crate::throttle::Throttle;
 
 /// Registry settings.
 #[derive(Clone, Debug)]
@@ -143,6 +144,8 @@ struct Shared {
     started: Mutex<Option<Instant>>,
     ownership: Ownership,
     names: NameOwners,
+    // Which refusals are worth an Event and a warning (crate::throttle).
+    refusal_notices: Throttle,
 }
 
 impl Registry {
@@ -164,6 +167,7 @@ impl Registry {
                 started: Mutex::new(None),
                 ownership,
                 names,
+                refusal_notices: Throttle::new(REFUSAL_NOTICE_PERIOD, REFUSAL_NOTICES_PER_PERIOD),
             }),
         }
     }
@@ -311,7 +315,11 @@ impl Registry {
             .max_connection_age(MAX_CONNECTION_AGE)
             .add_service(service)
             .serve_with_incoming_shutdown(
-                crate::listener::incoming(listener, config.max_connections),
+                crate::listener::incoming(
+                    listener,
+                    config.max_connections,
+                    config.handshake_timeout.max(FIRST_BYTE_TIMEOUT),
+                ),
                 shutdown,
             )
             .await;
@@ -733,15 +741,24 @@ impl RegistryApi for Registry {
                 self.shared.metrics.count_refusal(refusal.reason());
                 // Refusals are answered, not raised: the plugin logs the
                 // reason and keeps trying (a fixed plugin or a newer operator
-                // may accept it).
+                // may accept it). The same refusal, or a flood of them, is
+                // noted once per period; the metric counts every one.
                 let message = refusal.to_string();
-                self.note(
-                    Severity::Warning,
-                    "PluginRefused",
-                    format!("heartbeat refused: {message}"),
-                )
-                .await;
-                tracing::debug!(plugin = name, "refused");
+                let key = format!("{name}/{}", refusal.reason());
+                if self
+                    .shared
+                    .refusal_notices
+                    .admit(&key, std::time::Instant::now())
+                {
+                    self.note(
+                        Severity::Warning,
+                        "PluginRefused",
+                        format!("heartbeat refused: {message}"),
+                    )
+                    .await;
+                } else {
+                    tracing::debug!(plugin = name, %message, "heartbeat refused (noted already)");
+                }
                 (false, message)
             }
         };
@@ -774,9 +791,20 @@ fn peer_uid<T>(request: &Request<T>) -> Option<u32> {
         .map(|cred| cred.uid())
 }
 
+/// A refused heartbeat is noted (a warning and a `PluginRefused` Event) at
+/// most once per plugin name and reason per period, and at most this many
+/// times per period in all.
+const REFUSAL_NOTICE_PERIOD: Duration = Duration::from_secs(60);
+const REFUSAL_NOTICES_PER_PERIOD: usize = 20;
+
 /// Streams one registry connection may have open at once (a plugin needs
 /// one or two: heartbeat and Unregister).
 const MAX_STREAMS_PER_CONNECTION: u32 = 8;
+
+/// A connection whose client sends nothing for this long after connecting
+/// is closed (see `crate::listener::incoming`); a gRPC client sends its
+/// preface at once.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Connections are closed (gracefully) after this long, so one that is
 /// idle or half-open gives its permit back; gRPC clients reconnect.

@@ -1009,3 +1009,101 @@ async fn a_socket_swapped_for_a_symlink_is_never_followed() {
     );
     counter.abort();
 }
+
+/// Clients that hold more connections to `registry.sock` than its cap
+/// without ever speaking, and one that sends 10,000 heartbeats at once, keep
+/// no real plugin from registering and do not grow the operator: idle
+/// connections are closed within seconds, requests are bounded per
+/// connection, and everything is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_and_request_floods_on_the_registry_are_bounded_and_released() {
+    use tokio::io::AsyncReadExt;
+
+    let w = world("flood", &[]).await;
+    let registry_sock = w.sockets.path().join("registry.sock");
+    // 300 connections that never send a byte: past the cap of 256.
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(
+            tokio::net::UnixStream::connect(&registry_sock)
+                .await
+                .unwrap(),
+        );
+    }
+    let started = std::time::Instant::now();
+    let _plugin = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("the real plugin registers", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    eprintln!(
+        "a real plugin registered {:?} after 300 idle connections were opened",
+        started.elapsed()
+    );
+    let mut buf = [0u8; 64];
+    for (i, conn) in idle.iter_mut().enumerate() {
+        let read = tokio::time::timeout(T, conn.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("idle connection {i} is still held"));
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "idle connection {i}: the operator closes it, it does not speak first: {read:?}"
+        );
+    }
+    eprintln!(
+        "all 300 idle connections closed after {:?}",
+        started.elapsed()
+    );
+
+    let client = RegistryClient::new(kplug_proto::socket::channel(&registry_sock));
+    let flood = (0..10_000).map(|i| {
+        let mut client = client.clone();
+        async move {
+            client
+                .heartbeat(heartbeat(
+                    &format!("flood-{i}"),
+                    "plugins/none.sock",
+                    "Flood",
+                ))
+                .await
+                .map(|answer| answer.into_inner().accepted)
+        }
+    });
+    let flooded = std::time::Instant::now();
+    let answers = futures::future::join_all(flood).await;
+    let accepted = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+    let refused = answers.iter().filter(|a| matches!(a, Ok(false))).count();
+    eprintln!(
+        "10,000 heartbeats at once: {refused} refused, {} failed, {accepted} accepted, in {:?}; operator peak RSS {} MiB",
+        answers.len() - accepted - refused,
+        flooded.elapsed(),
+        peak_rss_bytes(&w.operator) / (1 << 20)
+    );
+    assert_eq!(accepted, 0, "no flood name has a socket to register");
+    let noted = w
+        .events_for("kplug-operator-0")
+        .await
+        .into_iter()
+        .filter(|(_, reason, _)| reason == "PluginRefused")
+        .count();
+    eprintln!("PluginRefused Events for the flood: {noted}");
+    assert!(
+        noted <= 20,
+        "a flood of refusals became {noted} Events on the API server"
+    );
+    assert!(
+        peak_rss_bytes(&w.operator) < 100 << 20,
+        "operator peak RSS {} MiB",
+        peak_rss_bytes(&w.operator) / (1 << 20)
+    );
+    // The real plugin kept its registration, and serves an object.
+    w.create_table("users", "PostgreSQL", json!({}), false)
+        .await;
+    w.table_until("users", "Ready", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+}
