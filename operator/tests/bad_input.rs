@@ -1107,3 +1107,194 @@ async fn idle_connections_and_request_floods_on_the_registry_are_bounded_and_rel
     })
     .await;
 }
+
+/// A well-formed plugin served in this test process: it answers GetInfo
+/// with what its heartbeat says, and is always ready.
+struct Fake {
+    name: String,
+    implementation: String,
+}
+
+#[tonic::async_trait]
+impl Plugin for Fake {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        let hb = heartbeat(&self.name, "", &self.implementation);
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: hb.name,
+            version: hb.version,
+            protocol: hb.protocol,
+            offers: hb.offers,
+            capabilities: hb.capabilities,
+            description: String::new(),
+        }))
+    }
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+    async fn reconcile(
+        &self,
+        _: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not called here"))
+    }
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not called here"))
+    }
+}
+
+/// The current resident set size of a running process (VmRSS).
+fn rss_bytes(child: &tokio::process::Child) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id().expect("running"))).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kib * 1024
+}
+
+/// 5,000 registrations at once: 100 of them real, well-formed plugins (each
+/// on its own socket), the rest names with no socket. At most
+/// `--max-plugins` (64) are registered; the rest are refused with a reason.
+/// When the plugins go away, the registry, its metric series and the
+/// operator's memory go back down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_are_capped_and_everything_is_released_when_plugins_leave() {
+    const REAL: usize = 100;
+    const ALL: usize = 5_000;
+    // A short TTL: a gone plugin is removed after it, and its series after
+    // another.
+    let w = world("cap", &["--heartbeat-ttl", "3s"]).await;
+    let idle_rss = rss_bytes(&w.operator);
+    // Two rounds: what the first leaves behind (allocator pools) is reused
+    // by the second, not added to.
+    let mut released = Vec::new();
+    for round in 1..=2 {
+        let mut servers = Vec::new();
+        for i in 0..REAL {
+            let name = format!("cap-{i}");
+            let listener =
+                kplug_proto::socket::bind(&w.sockets.path().join(format!("plugins/{name}.sock")))
+                    .await
+                    .unwrap();
+            servers.push(tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(PluginServer::new(Fake {
+                        implementation: format!("Cap{i}"),
+                        name,
+                    }))
+                    .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+            ));
+        }
+        let client = RegistryClient::new(kplug_proto::socket::channel(
+            &w.sockets.path().join("registry.sock"),
+        ));
+        let registrations = (0..ALL).map(|i| {
+            let mut client = client.clone();
+            async move {
+                let name = format!("cap-{i}");
+                let socket = format!("plugins/{name}.sock");
+                // Streams past the server's limit are refused (REFUSED_STREAM)
+                // before the client learns the limit; a plugin sends again.
+                let mut answer = Err(tonic::Status::unknown("not sent"));
+                for _ in 0..20 {
+                    answer = client
+                        .heartbeat(heartbeat(&name, &socket, &format!("Cap{i}")))
+                        .await
+                        .map(|a| a.into_inner());
+                    if answer.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                (i, answer)
+            }
+        });
+        let answers = futures::future::join_all(registrations).await;
+        let accepted = answers
+            .iter()
+            .filter(|(_, a)| matches!(a, Ok(a) if a.accepted))
+            .count();
+        let too_many = answers
+            .iter()
+            .filter(|(i, a)| {
+                *i < REAL && matches!(a, Ok(a) if !a.accepted && a.reason.contains("--max-plugins"))
+            })
+            .count();
+        let failed: Vec<String> = answers
+            .iter()
+            .filter_map(|(i, a)| a.as_ref().err().map(|e| format!("cap-{i}: {e}")))
+            .collect();
+        assert!(failed.is_empty(), "no answer: {failed:?}");
+        let m = w.metrics().await;
+        let registered = metric(&m, "kplug_plugins_registered");
+        let loaded_rss = rss_bytes(&w.operator);
+        eprintln!(
+            "round {round}: {ALL} registrations: {accepted} accepted, {too_many} real ones refused for the cap, kplug_plugins_registered {registered:?}; RSS {} MiB idle, {} MiB with them",
+            idle_rss >> 20,
+            loaded_rss >> 20
+        );
+        assert_eq!(accepted, 64, "the cap is 64");
+        assert_eq!(
+            too_many,
+            REAL - 64,
+            "every other real plugin is refused for the cap"
+        );
+        assert_eq!(registered, Some(64.0), "{m}");
+        assert!(
+            m.contains("kplug_plugin_up{plugin=\"cap-"),
+            "registered plugins have series: {m}"
+        );
+        assert!(loaded_rss < 100 << 20, "RSS {} MiB", loaded_rss >> 20);
+
+        // The plugins go away: they stop serving and heartbeating.
+        for server in servers {
+            server.abort();
+        }
+        for i in 0..REAL {
+            let _ = std::fs::remove_file(w.sockets.path().join(format!("plugins/cap-{i}.sock")));
+        }
+        kplug_testenv::eventually("every plugin is removed, with its series", T, || async {
+            let m = w.metrics().await;
+            (metric(&m, "kplug_plugins_registered") == Some(0.0)
+                && !m.contains("kplug_plugin_up{plugin=\"cap-"))
+            .then_some(())
+            .ok_or(m)
+        })
+        .await;
+        let released_rss = rss_bytes(&w.operator);
+        eprintln!(
+            "round {round}: after they left, RSS {} MiB",
+            released_rss >> 20
+        );
+        released.push(released_rss);
+    }
+    assert!(
+        released[1] < released[0] + (4 << 20),
+        "the second round grew the operator from {} to {} MiB",
+        released[0] >> 20,
+        released[1] >> 20
+    );
+    // The real plugins' room is free again: a new one registers.
+    let _pg = spawn_plugin(&w, &[]);
+    kplug_testenv::eventually("a new plugin registers", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+}
