@@ -421,6 +421,34 @@ fn deployment_has_operator_and_plugins(overlay: &str) {
         "{operator}"
     );
 
+    // Each plugin runs as a UID of its own; the operator accepts each plugin
+    // name only from that UID, and each implementation only from its plugin
+    // (one variable per plugin, so components compose).
+    let operator_uid = pod["securityContext"]["runAsUser"].as_u64();
+    let mut uids = BTreeSet::from([operator_uid]);
+    for plugin in plugins {
+        let uid = container(deployment, plugin)["securityContext"]["runAsUser"].as_u64();
+        assert!(uid.is_some(), "{plugin} sets its own runAsUser");
+        assert!(
+            uids.insert(uid),
+            "{plugin} has a UID no other container has"
+        );
+        let name = plugin.trim_end_matches("-plugin");
+        let suffix = name.to_ascii_uppercase();
+        assert_eq!(
+            env(operator, &format!("KPLUG_PLUGIN_UID_{suffix}")).map(|v| &v["value"]),
+            Some(&json!(format!("{name}={}", uid.unwrap_or_default()))),
+            "the operator maps {name} to its container's UID"
+        );
+        let owner = env(operator, &format!("KPLUG_IMPLEMENTATION_OWNER_{suffix}"))
+            .and_then(|v| v["value"].as_str())
+            .unwrap_or_default();
+        assert!(
+            owner.ends_with(&format!("={name}")),
+            "the operator gives {name} its implementation: {owner:?}"
+        );
+    }
+
     // Every container: non-root, read-only, no privileges, requests set.
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert!(pod["securityContext"]["runAsUser"].as_u64().unwrap_or(0) > 0);

@@ -73,14 +73,16 @@ struct Args {
     max_plugins: usize,
 
     /// IMPLEMENTATION=PLUGIN: only PLUGIN may offer IMPLEMENTATION
-    /// (repeatable). Other implementations belong to the first plugin that
-    /// registers with them
+    /// (repeatable; also one per variable KPLUG_IMPLEMENTATION_OWNER_<ANY>).
+    /// Other implementations belong to the first plugin that registers with
+    /// them
     #[arg(long, value_name = "IMPLEMENTATION=PLUGIN", value_parser = parse_owner)]
     implementation_owner: Vec<(String, String)>,
 
     /// NAME=UID: only processes of UID may register, renew or unregister the
-    /// plugin NAME (repeatable). Other names belong to the first UID that
-    /// registers them, until they have been gone for the heartbeat TTL
+    /// plugin NAME (repeatable; also one per variable KPLUG_PLUGIN_UID_<ANY>).
+    /// Other names belong to the first UID that registers them, until they
+    /// have been gone for the heartbeat TTL
     #[arg(long, value_name = "NAME=UID", value_parser = parse_plugin_uid)]
     plugin_uid: Vec<(String, u32)>,
 
@@ -178,6 +180,22 @@ fn parse_plugin_uid(s: &str) -> Result<(String, u32), String> {
     }
 }
 
+/// Entries of a repeatable flag from the environment: each variable whose
+/// name starts with `prefix` holds one, parsed with `parse`. One variable
+/// per plugin lets each kustomize component add its own mapping to the
+/// operator container (env entries merge by name; args cannot be merged).
+fn entries_from_env<T>(
+    vars: impl Iterator<Item = (String, String)>,
+    prefix: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let mut vars: Vec<(String, String)> = vars.filter(|(key, _)| key.starts_with(prefix)).collect();
+    vars.sort();
+    vars.into_iter()
+        .map(|(key, value)| parse(&value).map_err(|e| format!("environment variable {key}: {e}")))
+        .collect()
+}
+
 /// Parses `SQLite=sqlite`.
 fn parse_owner(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -223,7 +241,23 @@ async fn main() -> ExitCode {
         )
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let args = Args::parse();
+    let mut args = Args::parse();
+    let from_env = entries_from_env(std::env::vars(), "KPLUG_PLUGIN_UID_", parse_plugin_uid)
+        .and_then(|uids| {
+            let owners =
+                entries_from_env(std::env::vars(), "KPLUG_IMPLEMENTATION_OWNER_", parse_owner)?;
+            Ok((uids, owners))
+        });
+    match from_env {
+        Ok((uids, owners)) => {
+            args.plugin_uid.extend(uids);
+            args.implementation_owner.extend(owners);
+        }
+        Err(error) => {
+            eprintln!("kplug-operator: {error}");
+            return ExitCode::from(2);
+        }
+    }
     let client = match kube::Client::try_default().await {
         Ok(client) => client,
         Err(error) => {
@@ -330,6 +364,41 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("2MB").is_err());
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn mappings_come_from_one_variable_each() {
+        let vars = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        let uids = entries_from_env(
+            vars(&[
+                ("KPLUG_PLUGIN_UID_SQLITE", "sqlite=10001"),
+                ("HOME", "/root"),
+                ("KPLUG_PLUGIN_UID_MARIADB", "mariadb=10002"),
+            ]),
+            "KPLUG_PLUGIN_UID_",
+            parse_plugin_uid,
+        )
+        .unwrap();
+        assert_eq!(
+            uids,
+            [("mariadb".to_owned(), 10002), ("sqlite".to_owned(), 10001)]
+        );
+        let err = entries_from_env(
+            vars(&[("KPLUG_PLUGIN_UID_SQLITE", "sqlite=root")]),
+            "KPLUG_PLUGIN_UID_",
+            parse_plugin_uid,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("KPLUG_PLUGIN_UID_SQLITE") && err.contains("not a UID"),
+            "{err}"
+        );
     }
 
     #[test]
