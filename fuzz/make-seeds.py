@@ -54,7 +54,7 @@ def offer(impl, extensions=()):
 def heartbeat(name="postgresql", version="1.0.0", instance="0f8fad5b-d9cb", protocol="kplug.v1", offers=None):
     offers = [offer("PostgreSQL", ["DatabaseTablePostgreSqlExtension"])] if offers is None else offers
     return msg(
-        (1, name), (2, version), (3, instance), (4, protocol), (5, "plugins/postgresql.sock"),
+        (1, name), (2, version), (3, instance), (4, protocol), (5, "plugins/postgresql/plugin.sock"),
         *[(6, o) for o in offers], (7, 1), (7, 2),
     )
 

@@ -275,7 +275,7 @@ fn deployment_has_operator_and_plugins(overlay: &str) {
         "no init containers"
     );
 
-    // One emptyDir socket volume, mounted at the same path in every container.
+    // One emptyDir socket dir, mounted at the same path in every container.
     let sockets = items(deployment, "/spec/template/spec/volumes")
         .iter()
         .find(|v| v["name"] == "sockets")
@@ -296,12 +296,55 @@ fn deployment_has_operator_and_plugins(overlay: &str) {
             "{cname} mounts exactly one volume at {SOCKET_DIR}"
         );
         assert_eq!(at_socket_dir[0]["name"], "sockets", "{cname}");
-        assert_ne!(
-            at_socket_dir[0]["readOnly"], true,
-            "{cname} must create sockets"
+        // Only the operator writes the socket dir (registry.sock); plugins
+        // only connect to it.
+        assert_eq!(
+            at_socket_dir[0]["readOnly"] == true,
+            cname != "operator",
+            "{cname}: the socket dir is writable by the operator alone"
         );
         if let Some(var) = env(c, "KPLUG_SOCKET_DIR") {
             assert_eq!(var["value"], SOCKET_DIR, "{cname}");
+        }
+    }
+    // Each plugin's socket is a volume of its own at plugins/<name>:
+    // writable by that plugin, read-only for the operator, and mounted by
+    // no other container, so no container can replace or squat on another
+    // plugin's socket.
+    for plugin in plugins {
+        let name = plugin.trim_end_matches("-plugin");
+        let dir = format!("{SOCKET_DIR}/plugins/{name}");
+        let volume = items(deployment, "/spec/template/spec/volumes")
+            .iter()
+            .find(|v| v["name"] == format!("{name}-socket"))
+            .unwrap_or_else(|| panic!("a {name}-socket volume"));
+        assert!(volume.get("emptyDir").is_some(), "{volume}");
+        for c in containers(deployment) {
+            let cname = c["name"].as_str().unwrap_or_default();
+            let mounts: Vec<&Value> = items(c, "/volumeMounts")
+                .iter()
+                .filter(|m| m["name"] == format!("{name}-socket"))
+                .collect();
+            match cname {
+                "operator" => {
+                    assert_eq!(
+                        mounts.len(),
+                        1,
+                        "the operator mounts {name}'s socket volume"
+                    );
+                    assert_eq!(mounts[0]["mountPath"], dir.as_str());
+                    assert_eq!(mounts[0]["readOnly"], true, "the operator only connects");
+                }
+                c if c == *plugin => {
+                    assert_eq!(mounts.len(), 1, "{plugin} mounts its socket volume");
+                    assert_eq!(mounts[0]["mountPath"], dir.as_str());
+                    assert_ne!(mounts[0]["readOnly"], true, "{plugin} creates its socket");
+                }
+                other => assert!(
+                    mounts.is_empty(),
+                    "{other} must not mount {name}'s socket volume"
+                ),
+            }
         }
     }
     for plugin in plugins {

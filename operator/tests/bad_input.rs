@@ -800,7 +800,7 @@ async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial(
     let mut registry = RegistryClient::new(kplug_proto::socket::channel(
         &w.sockets.path().join("registry.sock"),
     ));
-    let mut squatter = heartbeat("postgresql", "plugins/postgresql.sock", "PostgreSQL");
+    let mut squatter = heartbeat("postgresql", "plugins/postgresql/plugin.sock", "PostgreSQL");
     for id in ["squatter-instance", instance_id.as_str()] {
         squatter.instance_id = id.to_owned();
         let answer = registry
@@ -830,7 +830,7 @@ async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial(
     assert!(!removed, "Unregister from another UID must be refused");
     // A name of its own, pointing at the real plugin's socket: the dial
     // finds the socket served by another UID and refuses it.
-    let pointer = heartbeat("pointer", "plugins/postgresql.sock", "Pointer");
+    let pointer = heartbeat("pointer", "plugins/postgresql/plugin.sock", "Pointer");
     let answer = registry.heartbeat(pointer).await.unwrap().into_inner();
     assert!(!answer.accepted);
     assert!(
@@ -966,8 +966,12 @@ async fn a_socket_swapped_for_a_symlink_is_never_followed() {
             }
         })
     };
-    let socket = w.sockets.path().join("plugins/postgresql.sock");
-    std::fs::rename(&socket, w.sockets.path().join("plugins/moved.sock")).unwrap();
+    let socket = w.sockets.path().join("plugins/postgresql/plugin.sock");
+    std::fs::rename(
+        &socket,
+        w.sockets.path().join("plugins/postgresql/moved.sock"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(&evil, &socket).unwrap();
     let mut real = real;
     signal(&real, nix::sys::signal::Signal::SIGKILL);
@@ -980,7 +984,7 @@ async fn a_socket_swapped_for_a_symlink_is_never_followed() {
     let mut registry = RegistryClient::new(kplug_proto::socket::channel(
         &w.sockets.path().join("registry.sock"),
     ));
-    let mut renewal = heartbeat("postgresql", "plugins/postgresql.sock", "PostgreSQL");
+    let mut renewal = heartbeat("postgresql", "plugins/postgresql/plugin.sock", "PostgreSQL");
     renewal.instance_id = instance_id;
     let mut answers = Vec::new();
     for _ in 0..8 {
@@ -1295,6 +1299,81 @@ async fn registrations_are_capped_and_everything_is_released_when_plugins_leave(
         (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
             .then_some(())
             .ok_or(m)
+    })
+    .await;
+}
+
+/// The socket layout of the shipped manifests, played with file modes: the
+/// socket dir and `plugins/` are writable by the operator alone (plugins
+/// mount them read-only), and `plugins/postgresql/` by the real plugin's
+/// UID alone (its own volume). A squatter of another UID, started first
+/// under the same name, can take neither the name's directory nor its
+/// socket, and says why; the real plugin then registers and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_squatter_cannot_keep_the_real_plugin_out() {
+    use std::os::unix::fs::PermissionsExt;
+    const REAL_UID: u32 = 65533;
+    const SQUATTER_UID: u32 = 65534;
+    let w = world(
+        "squat",
+        &["--plugin-uid", &format!("postgresql={REAL_UID}")],
+    )
+    .await;
+    let sockets = w.sockets.path();
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(sockets, 0o755);
+    std::fs::create_dir_all(sockets.join("plugins/postgresql")).unwrap();
+    mode(&sockets.join("plugins"), 0o755);
+    std::os::unix::fs::chown(
+        sockets.join("plugins/postgresql"),
+        Some(REAL_UID),
+        Some(REAL_UID),
+    )
+    .unwrap();
+
+    let scripted = |uid: u32| {
+        let mut cmd =
+            tokio::process::Command::new(kplug_testenv::workspace_binary("examples/scripted"));
+        cmd.env("KPLUG_SOCKET_DIR", sockets)
+            .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+            .env("RUST_LOG", "info")
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    let squatter = tokio::time::timeout(T, scripted(SQUATTER_UID).output())
+        .await
+        .expect("the squatter gives up at once")
+        .unwrap();
+    let said = String::from_utf8_lossy(&squatter.stderr).into_owned()
+        + &String::from_utf8_lossy(&squatter.stdout);
+    assert!(!squatter.status.success(), "{said}");
+    assert!(
+        said.contains("Another container holds this plugin's name")
+            && said.contains(&format!("UID {REAL_UID}")),
+        "the squatter is told why: {said}"
+    );
+    assert!(
+        !sockets.join("plugins/postgresql/plugin.sock").exists(),
+        "the squatter created nothing"
+    );
+
+    let _real = scripted(REAL_UID).spawn().unwrap();
+    kplug_testenv::eventually("the real plugin registers", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    w.create_table("users", "PostgreSQL", json!({}), false)
+        .await;
+    w.table_until("users", "Ready on the real plugin", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
     })
     .await;
 }

@@ -18,8 +18,23 @@ pub const PROTOCOL: &str = "kplug.v1";
 /// File name of the operator's registry socket inside the socket dir.
 pub const REGISTRY_SOCKET: &str = "registry.sock";
 
-/// Directory (inside the socket dir) holding one socket per plugin.
+/// Directory (inside the socket dir) holding one directory per plugin.
 pub const PLUGINS_DIR: &str = "plugins";
+
+/// File name of a plugin's socket inside its own directory,
+/// `plugins/<name>/`.
+pub const PLUGIN_SOCKET: &str = "plugin.sock";
+
+/// Where the plugin `name` serves, relative to the socket dir (as its
+/// heartbeat says): `plugins/<name>/plugin.sock`.
+///
+/// Each plugin has a directory of its own so that, in Kubernetes, it can be
+/// a volume of its own: writable only by that plugin's container, and
+/// read-only (connecting needs no write access) for the operator. No other
+/// container can then create, replace or squat on a plugin's socket.
+pub fn plugin_socket(name: &str) -> String {
+    format!("{PLUGINS_DIR}/{name}/{PLUGIN_SOCKET}")
+}
 
 /// Default socket dir: the shared `emptyDir` mount point.
 pub const DEFAULT_SOCKET_DIR: &str = "/var/run/kplug";

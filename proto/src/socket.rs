@@ -5,7 +5,7 @@
 //! that is not a socket must never be deleted. [`bind`] applies that rule.
 
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use hyper_util::rt::TokioIo;
@@ -29,6 +29,18 @@ pub enum BindError {
         /// The path.
         path: PathBuf,
     },
+    /// The plugin's directory exists and this process cannot create its
+    /// socket there.
+    #[error(
+        "cannot create a socket in {dir}: it belongs to {} and this process may not write to it. Another container holds this plugin's name: give each plugin a volume of its own at {dir} (docs/security.md)",
+        owner.map_or_else(|| "another UID".to_owned(), |uid| format!("UID {uid}"))
+    )]
+    DirTaken {
+        /// The plugin's directory.
+        dir: PathBuf,
+        /// Its owner, when it could be read.
+        owner: Option<u32>,
+    },
     /// Creating the directory, removing the stale socket or binding failed.
     #[error("cannot bind {path}: {source}")]
     Io {
@@ -48,18 +60,75 @@ pub enum BindError {
 /// [`BindError::NotASocket`] when `path` is some other kind of file, and
 /// [`BindError::Io`] for everything else.
 pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|source| BindError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        // Containers of one pod run as different UIDs: the directory is
+        // open to all and sticky (like /tmp), so each can add a file and
+        // only remove its own. Only its owner can change its mode; the
+        // others leave it as it is.
+        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777));
+    }
+    bind_here(path).await
+}
+
+/// Binds the socket of the plugin `name` in `socket_dir`
+/// ([`crate::plugin_socket`]), creating `plugins/` (open to all, sticky)
+/// and the plugin's own directory (writable by this process's UID only)
+/// when they are missing. In Kubernetes the plugin's directory is a volume
+/// of its own and exists already.
+///
+/// # Errors
+/// As [`bind`]; [`BindError::DirTaken`] when the plugin's directory exists
+/// and this process may not create its socket there (it belongs to another
+/// UID: another container took the name).
+pub async fn bind_plugin(socket_dir: &Path, name: &str) -> Result<UnixListener, BindError> {
+    let path = socket_dir.join(crate::plugin_socket(name));
+    let io_err = |source| BindError::Io {
+        path: path.clone(),
+        source,
+    };
+    tokio::fs::create_dir_all(socket_dir)
+        .await
+        .map_err(io_err)?;
+    let plugins = socket_dir.join(crate::PLUGINS_DIR);
+    if create_dir(&plugins).await.map_err(io_err)? {
+        let _ = std::fs::set_permissions(&plugins, std::fs::Permissions::from_mode(0o1777));
+    }
+    let own = plugins.join(name);
+    if create_dir(&own).await.map_err(io_err)? {
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).map_err(io_err)?;
+    }
+    bind_here(&path).await.map_err(|e| match e {
+        BindError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+            BindError::DirTaken {
+                owner: std::fs::metadata(&own).map(|m| m.uid()).ok(),
+                dir: own.clone(),
+            }
+        }
+        other => other,
+    })
+}
+
+/// Creates `dir` (not its parents); whether it was created here.
+async fn create_dir(dir: &Path) -> io::Result<bool> {
+    match tokio::fs::create_dir(dir).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Binds `path` in an existing directory, removing a stale socket first.
+async fn bind_here(path: &Path) -> Result<UnixListener, BindError> {
     let io_err = |source| BindError::Io {
         path: path.to_owned(),
         source,
     };
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(io_err)?;
-        // Plugins of one pod run as different UIDs: the directory is open to
-        // all and sticky (like /tmp), so each can add its socket and only
-        // remove its own. Only its owner can change its mode; the others
-        // (and the operator, for the socket dir itself) leave it as it is.
-        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777));
-    }
     match tokio::fs::symlink_metadata(path).await {
         Ok(meta) if meta.file_type().is_socket() => {
             if is_live(path).await {
@@ -122,6 +191,33 @@ pub fn channel(path: &Path) -> Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_plugin_gets_a_directory_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let _listener = bind_plugin(dir.path(), "sqlite").await.unwrap();
+        let socket = dir.path().join("plugins/sqlite/plugin.sock");
+        assert!(is_live(&socket).await);
+        let mode = |p: &str| {
+            std::fs::metadata(dir.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        assert_eq!(mode("plugins"), 0o1777, "plugins/ is open to all, sticky");
+        assert_eq!(
+            mode("plugins/sqlite"),
+            0o755,
+            "only the plugin writes its directory"
+        );
+        assert_eq!(mode("plugins/sqlite/plugin.sock") & 0o777, 0o666);
+        // A second instance of the same plugin is refused, not let in.
+        assert!(matches!(
+            bind_plugin(dir.path(), "sqlite").await,
+            Err(BindError::InUse { .. })
+        ));
+    }
 
     #[tokio::test]
     async fn stale_socket_is_replaced() {

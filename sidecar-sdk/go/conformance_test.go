@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 	// setReadiness cases change what later Probe cases see).
 	dir := kplugtest.SocketDir(t)
 	process, stderr := startProcess(t, "KPLUG_TEST_PLUGIN=conformance", "KPLUG_SOCKET_DIR="+dir, "KPLUG_HEARTBEAT_INTERVAL=60")
-	socket := filepath.Join(dir, "plugins", "conformance.sock")
+	socket := filepath.Join(dir, "plugins", "conformance", "plugin.sock")
 	eventually(t, 15*time.Second, "the conformance plugin's socket", func() bool {
 		info, err := os.Lstat(socket)
 		return err == nil && info.Mode().Type() == os.ModeSocket

@@ -7,7 +7,7 @@
 // Reconcile method:
 //
 //   - it serves the kplug.v1.Plugin service on
-//     $KPLUG_SOCKET_DIR/plugins/<name>.sock, removing a socket left by a
+//     $KPLUG_SOCKET_DIR/plugins/<name>/plugin.sock, removing a socket left by a
 //     crashed instance but never a live one or a file that is not a socket;
 //   - it registers by heartbeat on the operator's registry.sock, with
 //     backoff while the operator is away and again after it restarts;

@@ -31,7 +31,7 @@ type Offer struct {
 type Info struct {
 	// Name is a DNS label (lowercase letters, digits and '-', at most 63
 	// characters), stable across versions and restarts, e.g. "postgresql".
-	// The plugin serves on <socket dir>/plugins/<Name>.sock.
+	// The plugin serves on <socket dir>/plugins/<Name>/plugin.sock.
 	Name string
 	// Version is free-form; semver is recommended, e.g. "1.4.2".
 	Version string

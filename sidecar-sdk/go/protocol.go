@@ -15,8 +15,12 @@ const (
 	DefaultSocketDir = "/var/run/kplug"
 	// RegistrySocket is the operator's socket, relative to the socket dir.
 	RegistrySocket = "registry.sock"
-	// PluginsDir holds one socket per plugin, relative to the socket dir.
+	// PluginsDir holds one directory per plugin, relative to the socket dir.
 	PluginsDir = "plugins"
+	// PluginSocket is the plugin's socket in its own directory:
+	// plugins/<name>/plugin.sock. A directory per plugin lets it be a
+	// volume of its own, writable only by that plugin's container.
+	PluginSocket = "plugin.sock"
 
 	// HeartbeatIntervalEnv names the environment variable holding the
 	// heartbeat interval in seconds (may be fractional, e.g. "0.5").

@@ -95,7 +95,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		info:       info,
 		plugin:     plugin,
 		socketDir:  socketDir,
-		socketPath: filepath.Join(socketDir, PluginsDir, info.Name+".sock"),
+		socketPath: filepath.Join(socketDir, PluginsDir, info.Name, PluginSocket),
 		instanceID: newInstanceID(),
 		grace:      c.grace,
 		logger:     logger,
@@ -105,7 +105,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		Version:      info.Version,
 		InstanceId:   s.instanceID,
 		Protocol:     Protocol,
-		Socket:       PluginsDir + "/" + info.Name + ".sock",
+		Socket:       PluginsDir + "/" + info.Name + "/" + PluginSocket,
 		Offers:       info.offersProto(),
 		Capabilities: capabilities(plugin),
 	}, c.heartbeatInterval, logger)
@@ -137,7 +137,7 @@ func newInstanceID() string {
 }
 
 // SocketPath is the socket the plugin serves on:
-// <socket dir>/plugins/<name>.sock.
+// <socket dir>/plugins/<name>/plugin.sock.
 func (s *Server) SocketPath() string { return s.socketPath }
 
 // SocketDir is the (absolute) socket dir shared with the operator.

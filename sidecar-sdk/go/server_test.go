@@ -60,7 +60,7 @@ func TestHeartbeatDescribesThePlugin(t *testing.T) {
 	hb := registry.WaitForHeartbeats(t, 1, 5*time.Second)[0].Request
 	want := &kplugv1.HeartbeatRequest{
 		Name: "postgresql", Version: "1.4.2", InstanceId: server.InstanceID(), Protocol: "kplug.v1",
-		Socket: "plugins/postgresql.sock",
+		Socket: "plugins/postgresql/plugin.sock",
 		Offers: []*kplugv1.Offer{{
 			Base:           &kplugv1.GroupKind{Group: "myorg.org", Kind: "DatabaseTable"},
 			Implementation: "PostgreSQL",
@@ -598,7 +598,7 @@ func TestServeRunsUntilTheContextEnds(t *testing.T) {
 		t.Fatal("Serve did not return after its context ended")
 	}
 	registry.WaitForUnregisters(t, 1, time.Second)
-	if _, err := os.Lstat(filepath.Join(dir, "plugins", "postgresql.sock")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(dir, "plugins", "postgresql", "plugin.sock")); !os.IsNotExist(err) {
 		t.Errorf("the socket is still there: %v", err)
 	}
 }
@@ -646,7 +646,10 @@ func TestAServerStartsOverAStaleSocketAndNotOverAFile(t *testing.T) {
 	}
 	// A plugin killed with SIGKILL leaves its socket file behind.
 	killed, _ := startProcess(t, "KPLUG_TEST_PLUGIN=slow", "KPLUG_SOCKET_DIR="+dir)
-	eventually(t, 10*time.Second, "the killed plugin's socket", func() bool { _, err := os.Lstat(filepath.Join(dir, "plugins", "slow.sock")); return err == nil })
+	eventually(t, 10*time.Second, "the killed plugin's socket", func() bool {
+		_, err := os.Lstat(filepath.Join(dir, "plugins", "slow", "plugin.sock"))
+		return err == nil
+	})
 	_ = killed.Process.Kill()
 	_ = killed.Wait()
 	stale := kplugtest.StartPlugin(t, dir, kplug.Info{Name: "slow", Version: "2"}, &echo{})
@@ -664,25 +667,25 @@ func TestEnvironmentConfiguresTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if server.SocketPath() != filepath.Join(dir, "plugins", "postgresql.sock") || server.HeartbeatInterval() != 250*time.Millisecond {
+	if server.SocketPath() != filepath.Join(dir, "plugins", "postgresql", "plugin.sock") || server.HeartbeatInterval() != 250*time.Millisecond {
 		t.Errorf("from the environment: %s, %v", server.SocketPath(), server.HeartbeatInterval())
 	}
 	// Options win over the environment.
 	server, err = kplug.NewServer(info, &echo{}, kplug.WithSocketDir("/elsewhere"), kplug.WithHeartbeatInterval(time.Second))
-	if err != nil || server.SocketPath() != "/elsewhere/plugins/postgresql.sock" || server.HeartbeatInterval() != time.Second {
+	if err != nil || server.SocketPath() != "/elsewhere/plugins/postgresql/plugin.sock" || server.HeartbeatInterval() != time.Second {
 		t.Errorf("options: %v, %v", server, err)
 	}
 	// Empty or unset: the defaults.
 	t.Setenv("KPLUG_SOCKET_DIR", "")
 	t.Setenv("KPLUG_HEARTBEAT_INTERVAL", "")
 	server, err = kplug.NewServer(info, &echo{})
-	if err != nil || server.SocketPath() != "/var/run/kplug/plugins/postgresql.sock" || server.HeartbeatInterval() != 5*time.Second {
+	if err != nil || server.SocketPath() != "/var/run/kplug/plugins/postgresql/plugin.sock" || server.HeartbeatInterval() != 5*time.Second {
 		t.Errorf("defaults: %v, %v", server, err)
 	}
 	// A relative socket dir is made absolute (the socket path in heartbeats stays relative).
 	t.Chdir(dir)
 	server, err = kplug.NewServer(info, &echo{}, kplug.WithSocketDir("sockets"))
-	if err != nil || server.SocketPath() != filepath.Join(dir, "sockets", "plugins", "postgresql.sock") {
+	if err != nil || server.SocketPath() != filepath.Join(dir, "sockets", "plugins", "postgresql", "plugin.sock") {
 		t.Errorf("relative: %v, %v", server, err)
 	}
 }

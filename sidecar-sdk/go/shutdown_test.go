@@ -60,7 +60,7 @@ func TestSIGTERMUnregistersDrainsAndExitsCleanly(t *testing.T) {
 	registry := kplugtest.StartRegistry(t, dir)
 	process, stderr := startProcess(t, "KPLUG_TEST_PLUGIN=slow", "KPLUG_SOCKET_DIR="+dir, "KPLUG_HEARTBEAT_INTERVAL=0.2")
 	hb := registry.WaitForHeartbeats(t, 1, 10*time.Second)[0].Request
-	socket := filepath.Join(dir, "plugins", "slow.sock")
+	socket := filepath.Join(dir, "plugins", "slow", "plugin.sock")
 	client := kplugtest.Dial(t, socket)
 
 	type result struct {
@@ -125,7 +125,7 @@ func TestSecondSIGTERMStopsAtOnce(t *testing.T) {
 	registry := kplugtest.StartRegistry(t, dir)
 	process, _ := startProcess(t, "KPLUG_TEST_PLUGIN=slow", "KPLUG_SOCKET_DIR="+dir, "KPLUG_HEARTBEAT_INTERVAL=0.2")
 	registry.WaitForHeartbeats(t, 1, 10*time.Second)
-	socket := filepath.Join(dir, "plugins", "slow.sock")
+	socket := filepath.Join(dir, "plugins", "slow", "plugin.sock")
 	inFlight := make(chan error, 1)
 	go func() {
 		_, err := kplugtest.Dial(t, socket).Reconcile(ctxFor(t, 40*time.Second), nap(30))
@@ -154,7 +154,7 @@ func TestSecondSIGTERMStopsAtOnce(t *testing.T) {
 
 func TestStartupErrorExits1WithAMessage(t *testing.T) {
 	dir := kplugtest.SocketDir(t)
-	path := filepath.Join(dir, "plugins", "slow.sock")
+	path := filepath.Join(dir, "plugins", "slow", "plugin.sock")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -40,15 +40,44 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 			"plugin %s: socket path %s is %d bytes long, longer than %d bytes, the limit of Unix sockets; set %s to a shorter directory",
 			plugin, path, n, maxSocketPathBytes, SocketDirEnv)}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+	// path is <socket dir>/plugins/<name>/plugin.sock. plugins/ is open to
+	// all and sticky (like /tmp): plugins of one pod run as different UIDs,
+	// each adds its own directory and can remove only its own. The plugin's
+	// directory is writable by this UID only. In Kubernetes both exist
+	// already (the plugin's is a volume of its own).
+	own := filepath.Dir(path)
+	plugins := filepath.Dir(own)
+	if err := os.MkdirAll(filepath.Dir(plugins), 0o777); err != nil {
 		return nil, nil, &startupError{kind: ErrSocket, cause: err, message: fmt.Sprintf(
 			"plugin %s: cannot create the socket directory %s: %v; check %s and that the shared volume is mounted and writable",
-			plugin, filepath.Dir(path), err, SocketDirEnv)}
+			plugin, filepath.Dir(plugins), err, SocketDirEnv)}
 	}
-	// Plugins of one pod run as different UIDs: the directory is open to all
-	// and sticky (like /tmp), so each can add its socket and only remove its
-	// own. Only its owner can change its mode; others leave it as it is.
-	_ = os.Chmod(filepath.Dir(path), 0o777|os.ModeSticky)
+	for _, dir := range []struct {
+		path string
+		mode os.FileMode
+	}{{plugins, 0o777 | os.ModeSticky}, {own, 0o755}} {
+		created, err := makeDir(dir.path)
+		if err != nil {
+			return nil, nil, &startupError{kind: ErrSocket, cause: err, message: fmt.Sprintf(
+				"plugin %s: cannot create the socket directory %s: %v; check %s and that the shared volume is mounted and writable",
+				plugin, dir.path, err, SocketDirEnv)}
+		}
+		if created {
+			// Only its owner can change its mode, and that is us.
+			_ = os.Chmod(dir.path, dir.mode)
+		}
+	}
+	if err := syscall.Access(own, 0o3); err != nil { // W_OK | X_OK
+		owner := "another UID"
+		if info, statErr := os.Stat(own); statErr == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				owner = fmt.Sprintf("UID %d", st.Uid)
+			}
+		}
+		return nil, nil, &startupError{kind: ErrSocket, cause: err, message: fmt.Sprintf(
+			"plugin %s: cannot create a socket in %s: it belongs to %s and this process (UID %d) may not write to it. Another container holds this plugin's name: give each plugin a volume of its own at %s (see docs/security.md)",
+			plugin, own, owner, os.Geteuid(), own)}
+	}
 	if err := claim(path, plugin); err != nil {
 		return nil, nil, err
 	}
@@ -77,6 +106,16 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 			"plugin %s: cannot stat the socket %s just bound: %v", plugin, path, err)}
 	}
 	return listener, bound, nil
+}
+
+// makeDir creates dir (its parent exists) when it is missing, and says
+// whether it did.
+func makeDir(dir string) (bool, error) {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // claim makes path free to bind, or says why it cannot be.

@@ -47,17 +47,27 @@ func mustBeLive(t *testing.T, path string) {
 }
 
 func TestBindCreatesThePluginsDir(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	l, _, err := bindSocket(path, "demo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
 	mustBeLive(t, path)
+	// plugins/ is open to all and sticky; the plugin's own directory is not.
+	for dir, want := range map[string]os.FileMode{
+		filepath.Dir(filepath.Dir(path)): 0o777 | os.ModeSticky,
+		filepath.Dir(path):               0o755,
+	} {
+		info, err := os.Stat(dir)
+		if err != nil || info.Mode().Perm()|(info.Mode()&os.ModeSticky) != want {
+			t.Errorf("%s: mode %v, want %v (%v)", dir, info.Mode(), want, err)
+		}
+	}
 }
 
 func TestStaleSocketIsReplaced(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	staleSocket(t, path)
 	if live, err := isLive(path); live || err != nil {
 		t.Fatalf("a socket nobody listens on must look stale: %v, %v", live, err)
@@ -71,7 +81,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 }
 
 func TestLiveSocketIsNeverStolen(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	first, _, err := bindSocket(path, "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +107,7 @@ func TestNonSocketsAreRefusedAndKept(t *testing.T) {
 	for _, kind := range []string{"file", "directory", "symlink", "symlink to a socket"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := socketDir(t)
-			path := filepath.Join(dir, "plugins", "demo.sock")
+			path := filepath.Join(dir, "plugins", "demo", "plugin.sock")
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +158,7 @@ func TestTooLongSocketPathIsRefusedWithAHint(t *testing.T) {
 }
 
 func TestRemoveOnlyOurOwnSocket(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	l, ours, err := bindSocket(path, "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +184,7 @@ func TestRemoveOnlyOurOwnSocket(t *testing.T) {
 }
 
 func TestRemoveLeavesAnotherFileAlone(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	l, ours, err := bindSocket(path, "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +207,7 @@ func TestRemoveLeavesAnotherFileAlone(t *testing.T) {
 }
 
 func TestRemoveOurStaleSocket(t *testing.T) {
-	path := filepath.Join(socketDir(t), "plugins", "demo.sock")
+	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
 	l, ours, err := bindSocket(path, "demo")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 //!
 //! A plugin is a gRPC server in a sidecar container next to the kplug
 //! operator. You implement [`Plugin`]; [`serve`] does the rest: it binds
-//! `$KPLUG_SOCKET_DIR/plugins/<name>.sock` (removing a stale socket
+//! `$KPLUG_SOCKET_DIR/plugins/<name>/plugin.sock` (removing a stale socket
 //! safely), registers by heartbeat (with backoff, and again after an
 //! operator restart), answers `Probe`, decodes objects, builds responses,
 //! and on SIGTERM unregisters and drains calls in flight before exiting.
@@ -46,7 +46,11 @@ pub use response::Response;
 pub use server::{Server, serve};
 
 /// Errors of the SDK.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message (as `Display` does): a plugin's
+/// `fn main() -> Result<(), kplug_sidecar::Error>` then tells its user what
+/// went wrong and what to do, not the error's Rust structure.
+#[derive(thiserror::Error)]
 pub enum Error {
     /// The plugin's configuration is invalid.
     #[error("{0}")]
@@ -60,4 +64,10 @@ pub enum Error {
     /// An object could not be decoded.
     #[error("{0}")]
     Decode(String),
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }

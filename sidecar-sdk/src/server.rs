@@ -116,11 +116,10 @@ impl<P: Plugin> Server<P> {
         self
     }
 
-    /// The socket this plugin serves: `<socket dir>/plugins/<name>.sock`.
+    /// The socket this plugin serves: `<socket dir>/plugins/<name>/plugin.sock`.
     pub fn socket_path(&self) -> PathBuf {
         self.socket_dir
-            .join(kplug_proto::PLUGINS_DIR)
-            .join(format!("{}.sock", self.info.name))
+            .join(kplug_proto::plugin_socket(&self.info.name))
     }
 
     /// Binds, serves and heartbeats until `shutdown` resolves; then
@@ -132,7 +131,7 @@ impl<P: Plugin> Server<P> {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         self.info.validate()?;
         let socket = self.socket_path();
-        let listener = kplug_proto::socket::bind(&socket).await?;
+        let listener = kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name).await?;
         let instance_id = uuid::Uuid::new_v4().to_string();
         let name = self.info.name.clone();
         tracing::info!(plugin = name, version = self.info.version, socket = %socket.display(), instance_id, "serving");
@@ -161,7 +160,7 @@ impl<P: Plugin> Server<P> {
             version: self.info.version.clone(),
             instance_id: instance_id.clone(),
             protocol: kplug_proto::PROTOCOL.into(),
-            socket: format!("{}/{}.sock", kplug_proto::PLUGINS_DIR, name),
+            socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
             capabilities: self.info.capabilities(),
         };

@@ -35,7 +35,7 @@ def stub() -> Iterator[plugin_pb2_grpc.PluginStub]:
         process = subprocess.Popen(
             [sys.executable, str(CONFORMANCE / "python_plugin.py")], env=env, stderr=log
         )
-    channel = grpc.insecure_channel(f"unix:{socket_dir}/plugins/conformance.sock")
+    channel = grpc.insecure_channel(f"unix:{socket_dir}/plugins/conformance/plugin.sock")
     try:
         grpc.channel_ready_future(channel).result(timeout=15)
         yield plugin_pb2_grpc.PluginStub(channel)

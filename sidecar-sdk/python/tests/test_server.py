@@ -91,7 +91,7 @@ async def test_heartbeat_describes_the_plugin(registry: FakeRegistry, start: Sta
     assert heartbeat.name == "postgresql"
     assert heartbeat.version == "1.4.2"
     assert heartbeat.protocol == "kplug.v1"
-    assert heartbeat.socket == "plugins/postgresql.sock"
+    assert heartbeat.socket == "plugins/postgresql/plugin.sock"
     assert (registry.socket_dir / heartbeat.socket).is_socket()
     assert heartbeat.instance_id == server.instance_id
     assert uuid.UUID(heartbeat.instance_id).version == 4
@@ -383,12 +383,12 @@ async def test_environment_configures_the_server(
     monkeypatch.setenv("KPLUG_SOCKET_DIR", str(socket_dir))
     monkeypatch.setenv("KPLUG_HEARTBEAT_INTERVAL", "0.25")
     server = kplug.PluginServer(Echo(), INFO)
-    assert server.socket_path == socket_dir / "plugins" / "postgresql.sock"
+    assert server.socket_path == socket_dir / "plugins" / "postgresql" / "plugin.sock"
     assert server.heartbeat.interval == 0.25
     monkeypatch.delenv("KPLUG_SOCKET_DIR")
     monkeypatch.delenv("KPLUG_HEARTBEAT_INTERVAL")
     server = kplug.PluginServer(Echo(), INFO)
-    assert server.socket_path == Path("/var/run/kplug/plugins/postgresql.sock")
+    assert server.socket_path == Path("/var/run/kplug/plugins/postgresql/plugin.sock")
     assert server.heartbeat.interval == 5
 
 

@@ -50,7 +50,7 @@ async def test_sigterm_drains_and_exits_cleanly(
     dial: DialFn,
 ) -> None:
     await registry.wait_for("heartbeats", timeout=10)  # the interpreter takes a moment
-    socket_path = socket_dir / "plugins" / "slow.sock"
+    socket_path = socket_dir / "plugins" / "slow" / "plugin.sock"
     stub = dial(socket_path)
 
     in_flight = asyncio.ensure_future(stub.Reconcile(nap(2.0), timeout=10))
@@ -94,7 +94,7 @@ async def test_second_sigterm_stops_at_once(
     dial: DialFn,
 ) -> None:
     await registry.wait_for("heartbeats", timeout=10)
-    socket_path = socket_dir / "plugins" / "slow.sock"
+    socket_path = socket_dir / "plugins" / "slow" / "plugin.sock"
     in_flight = asyncio.ensure_future(dial(socket_path).Reconcile(nap(30), timeout=40))
     await asyncio.sleep(0.3)
     plugin_process.send_signal(signal.SIGTERM)
@@ -107,8 +107,8 @@ async def test_second_sigterm_stops_at_once(
 
 
 async def test_startup_error_exits_1_with_a_message(socket_dir: Path) -> None:
-    (socket_dir / "plugins").mkdir()
-    (socket_dir / "plugins" / "slow.sock").write_text("not a socket")
+    (socket_dir / "plugins" / "slow").mkdir(parents=True)
+    (socket_dir / "plugins" / "slow" / "plugin.sock").write_text("not a socket")
     env = {**os.environ, "KPLUG_SOCKET_DIR": str(socket_dir)}
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(SCRIPT), env=env, stderr=asyncio.subprocess.PIPE
@@ -116,5 +116,5 @@ async def test_startup_error_exits_1_with_a_message(socket_dir: Path) -> None:
     _, stderr = await asyncio.wait_for(process.communicate(), 10)
     assert process.returncode == 1
     log = stderr.decode()
-    assert f"plugin slow: {socket_dir}/plugins/slow.sock exists and is not a socket" in log
+    assert f"plugin slow: {socket_dir}/plugins/slow/plugin.sock exists and is not a socket" in log
     assert "Traceback" not in log

@@ -23,7 +23,7 @@ class Noop(kplug.Plugin):
 
 @pytest.fixture
 def sock_path(socket_dir: Path) -> Path:
-    return socket_dir / "plugins" / "demo.sock"
+    return socket_dir / "plugins" / "demo" / "plugin.sock"
 
 
 def bind(path: Path, *, listen: bool) -> socket.socket:
@@ -46,6 +46,19 @@ def test_free_path_creates_the_plugins_dir(sock_path: Path) -> None:
     claim(sock_path, "demo")
     assert sock_path.parent.is_dir()
     assert not sock_path.exists()
+    # plugins/ is open to all and sticky; the plugin's own directory is not.
+    assert sock_path.parent.parent.stat().st_mode & 0o7777 == 0o1777
+    assert sock_path.parent.stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_directory_of_another_uid_is_refused_with_the_reason(
+    sock_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock_path.parent.mkdir(parents=True)
+    # As an unprivileged container would see a directory another UID owns.
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(kplug.StartupError, match="Another container holds this plugin's name"):
+        claim(sock_path, "demo")
 
 
 def test_stale_socket_is_removed(stale: Path) -> None:
@@ -107,7 +120,7 @@ def test_invalid_names_are_refused_at_start(name: str, socket_dir: Path) -> None
 def test_valid_names(name: str, socket_dir: Path) -> None:
     info = kplug.PluginInfo(name=name, version="1", offers=INFO.offers)
     server = kplug.PluginServer(Noop(), info, socket_dir=socket_dir)
-    assert server.socket_path == socket_dir / "plugins" / f"{name}.sock"
+    assert server.socket_path == socket_dir / "plugins" / name / "plugin.sock"
 
 
 async def test_second_instance_does_not_steal_a_live_socket(socket_dir: Path) -> None:

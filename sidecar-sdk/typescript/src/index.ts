@@ -3,7 +3,7 @@
  *
  * A plugin is a gRPC server in a sidecar container next to a kplug operator.
  * You implement {@link Plugin}; {@link run} does the rest: it serves
- * `$KPLUG_SOCKET_DIR/plugins/<name>.sock` (removing a stale socket safely),
+ * `$KPLUG_SOCKET_DIR/plugins/<name>/plugin.sock` (removing a stale socket safely),
  * registers by heartbeat (with backoff, and again after an operator
  * restart), answers `Probe`, decodes objects, builds responses, and on
  * SIGTERM unregisters and drains calls in flight before exiting.

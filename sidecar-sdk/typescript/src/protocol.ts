@@ -21,6 +21,13 @@ export const REGISTRY_SOCKET = "registry.sock";
 /** Directory (inside the socket dir) holding one socket per plugin. */
 export const PLUGINS_DIR = "plugins";
 
+/**
+ * The plugin's socket in its own directory: `plugins/<name>/plugin.sock`. A
+ * directory per plugin lets it be a volume of its own, writable only by that
+ * plugin's container.
+ */
+export const PLUGIN_SOCKET = "plugin.sock";
+
 /** Environment variable setting the heartbeat interval, in seconds (may be fractional). */
 export const HEARTBEAT_INTERVAL_ENV = "KPLUG_HEARTBEAT_INTERVAL";
 

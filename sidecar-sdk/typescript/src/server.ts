@@ -90,7 +90,7 @@ export class PluginServer {
   readonly info: PluginInfo;
   /** The socket dir, absolute. */
   readonly socketDir: string;
-  /** `<socket dir>/plugins/<name>.sock`. */
+  /** `<socket dir>/plugins/<name>/plugin.sock`. */
   readonly socketPath: string;
   /** A fresh random id (UUIDv4) for this instance. */
   readonly instanceId: string;

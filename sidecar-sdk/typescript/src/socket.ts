@@ -11,18 +11,32 @@
  * @module
  */
 
-import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
+import { access, chmod, constants, lstat, mkdir, stat, unlink } from "node:fs/promises";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
 
 import { NotASocketError, SocketInUseError, StartupError } from "./errors.js";
-import { MAX_SOCKET_PATH_BYTES, PLUGINS_DIR } from "./protocol.js";
+import { MAX_SOCKET_PATH_BYTES, PLUGIN_SOCKET, PLUGINS_DIR } from "./protocol.js";
 
 const CONNECT_TIMEOUT_MS = 1000;
 
-/** `<socket dir>/plugins/<name>.sock`. */
+/** `<socket dir>/plugins/<name>/plugin.sock`. */
 export function pluginSocketPath(socketDir: string, name: string): string {
-  return join(socketDir, PLUGINS_DIR, `${name}.sock`);
+  return join(socketDir, PLUGINS_DIR, name, PLUGIN_SOCKET);
+}
+
+/** Creates `dir` (its parent exists) with `mode` when it is missing. */
+async function makeDir(dir: string, mode: number): Promise<void> {
+  try {
+    await mkdir(dir);
+  } catch (error) {
+    if (errorCode(error) === "EEXIST") {
+      return;
+    }
+    throw error;
+  }
+  // Only its owner can change its mode, and that is us.
+  await chmod(dir, mode).catch(() => undefined);
 }
 
 function errorCode(error: unknown): string | undefined {
@@ -85,17 +99,36 @@ export async function claimSocket(path: string, plugin: string): Promise<void> {
         "the limit of Unix sockets; set KPLUG_SOCKET_DIR to a shorter directory",
     );
   }
+  // path is <socket dir>/plugins/<name>/plugin.sock. plugins/ is open to all
+  // and sticky (like /tmp): plugins of one pod run as different UIDs, each
+  // adds its own directory and can remove only its own. The plugin's
+  // directory is writable by this UID only. In Kubernetes both exist already
+  // (the plugin's is a volume of its own).
+  const own = dirname(path);
+  const plugins = dirname(own);
   try {
-    await mkdir(dirname(path), { recursive: true });
-    // Plugins of one pod run as different UIDs: the directory is open to all
-    // and sticky (like /tmp), so each can add its socket and only remove its
-    // own. Only its owner can change its mode; others leave it as it is.
-    await chmod(dirname(path), 0o1777).catch(() => undefined);
+    await mkdir(dirname(plugins), { recursive: true });
+    await makeDir(plugins, 0o1777);
+    await makeDir(own, 0o755);
   } catch (error) {
     throw new StartupError(
-      `plugin ${plugin}: cannot create the socket directory ${dirname(path)}: ` +
+      `plugin ${plugin}: cannot create the socket directory ${own}: ` +
         `${(error as Error).message}; check KPLUG_SOCKET_DIR and that the shared volume is ` +
         "mounted and writable",
+    );
+  }
+  try {
+    await access(own, constants.W_OK | constants.X_OK);
+  } catch {
+    const owner = await stat(own).then(
+      (s) => `UID ${s.uid}`,
+      () => "another UID",
+    );
+    throw new StartupError(
+      `plugin ${plugin}: cannot create a socket in ${own}: it belongs to ${owner} and this ` +
+        `process (UID ${process.geteuid?.() ?? "?"}) may not write to it. Another container ` +
+        `holds this plugin's name: give each plugin a volume of its own at ${own} ` +
+        "(see docs/security.md)",
     );
   }
   let stats;

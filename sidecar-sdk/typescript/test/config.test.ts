@@ -29,7 +29,7 @@ describe("configuration from the environment", () => {
     setEnv("KPLUG_SOCKET_DIR", "/tmp/kplug-env");
     setEnv("KPLUG_HEARTBEAT_INTERVAL", "0.25");
     const server = new PluginServer(noop, INFO, { logger: quiet });
-    assert.equal(server.socketPath, "/tmp/kplug-env/plugins/postgresql.sock");
+    assert.equal(server.socketPath, "/tmp/kplug-env/plugins/postgresql/plugin.sock");
     assert.equal(server.heartbeatIntervalSeconds, 0.25);
   });
 
@@ -37,7 +37,7 @@ describe("configuration from the environment", () => {
     setEnv("KPLUG_SOCKET_DIR", undefined);
     setEnv("KPLUG_HEARTBEAT_INTERVAL", undefined);
     const server = new PluginServer(noop, INFO, { logger: quiet });
-    assert.equal(server.socketPath, "/var/run/kplug/plugins/postgresql.sock");
+    assert.equal(server.socketPath, "/var/run/kplug/plugins/postgresql/plugin.sock");
     assert.equal(server.heartbeatIntervalSeconds, 5);
   });
 
@@ -45,7 +45,7 @@ describe("configuration from the environment", () => {
     setEnv("KPLUG_SOCKET_DIR", "/tmp/ignored");
     setEnv("KPLUG_HEARTBEAT_INTERVAL", "soon");
     const server = new PluginServer(noop, INFO, { socketDir: "rel", heartbeatIntervalSeconds: 2, logger: quiet });
-    assert.equal(server.socketPath, `${process.cwd()}/rel/plugins/postgresql.sock`);
+    assert.equal(server.socketPath, `${process.cwd()}/rel/plugins/postgresql/plugin.sock`);
     assert.equal(server.heartbeatIntervalSeconds, 2);
   });
 

@@ -120,7 +120,7 @@ describe("the shared conformance cases", () => {
     assert.ok(cases.length >= 20, "the case file looks truncated");
     dir = await tempSocketDir();
     plugin = startNode(MAIN, { KPLUG_SOCKET_DIR: dir, KPLUG_HEARTBEAT_INTERVAL: "60" });
-    const socket = join(dir, "plugins", "conformance.sock");
+    const socket = join(dir, "plugins", "conformance", "plugin.sock");
     await waitUntil(() => existsSync(socket), `${socket} (plugin log:\n${plugin.stderr()})`, 15000);
     stub = dialer.open(socket);
   });

@@ -35,7 +35,7 @@ it("registers, greets, and stops on SIGTERM", async () => {
   assert.equal(handshake?.info?.name, "hello");
   assert.equal(handshake.probe?.ready, true);
 
-  const stub = dialer.open(join(dir, "plugins", "hello.sock"));
+  const stub = dialer.open(join(dir, "plugins", "hello", "plugin.sock"));
   const greet = async (spec: object) => {
     const object = { apiVersion: "example.com/v1", kind: "Greeting", metadata: { name: "world", namespace: "default" }, spec };
     const response = await stub.reconcile({ implementation: "Hello", object: Buffer.from(JSON.stringify(object)), extensions: [] });

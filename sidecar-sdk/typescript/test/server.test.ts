@@ -110,7 +110,7 @@ describe("heartbeats", () => {
     assert.equal(heartbeat.name, "postgresql");
     assert.equal(heartbeat.version, "1.4.2");
     assert.equal(heartbeat.protocol, "kplug.v1");
-    assert.equal(heartbeat.socket, "plugins/postgresql.sock");
+    assert.equal(heartbeat.socket, "plugins/postgresql/plugin.sock");
     assert.ok(lstatSync(join(dir, heartbeat.socket)).isSocket());
     assert.equal(heartbeat.instanceId, server.instanceId);
     assert.deepEqual(heartbeat.offers, [

@@ -65,7 +65,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
   it(`${signal} unregisters, drains the calls in flight and exits 0`, async () => {
     const plugin = startPlugin();
     await registry.waitFor("heartbeats", 1, 10000);
-    const socketPath = join(dir, "plugins", "slow.sock");
+    const socketPath = join(dir, "plugins", "slow", "plugin.sock");
     const inFlight = dialer.open(socketPath).reconcile(nap(2), 10);
     let finished = false;
     void inFlight.then(() => (finished = true));
@@ -106,7 +106,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
 it("a second SIGTERM stops at once, with status 1", async () => {
   const plugin = startPlugin();
   await registry.waitFor("heartbeats", 1, 10000);
-  const socketPath = join(dir, "plugins", "slow.sock");
+  const socketPath = join(dir, "plugins", "slow", "plugin.sock");
   const inFlight = dialer
     .open(socketPath)
     .reconcile(nap(30), 40)
@@ -125,12 +125,12 @@ it("a second SIGTERM stops at once, with status 1", async () => {
 });
 
 it("a start-up error exits 1 with a one-line message", async () => {
-  await mkdir(join(dir, "plugins"));
-  await writeFile(join(dir, "plugins", "slow.sock"), "not a socket");
+  await mkdir(join(dir, "plugins", "slow"), { recursive: true });
+  await writeFile(join(dir, "plugins", "slow", "plugin.sock"), "not a socket");
   const plugin = startPlugin();
   assert.equal(await exitCode(plugin), 1);
   const log = plugin.stderr();
-  assert.ok(log.includes(`plugin slow: ${dir}/plugins/slow.sock exists and is not a socket`), log);
+  assert.ok(log.includes(`plugin slow: ${dir}/plugins/slow/plugin.sock exists and is not a socket`), log);
   assert.ok(!log.includes("    at "), `no stack trace:\n${log}`);
   assert.equal(registry.heartbeats.length, 0);
 });

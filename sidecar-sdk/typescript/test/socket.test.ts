@@ -51,7 +51,7 @@ let dir: string;
 let sockPath: string;
 beforeEach(async () => {
   dir = await tempSocketDir();
-  sockPath = join(dir, "plugins", "demo.sock");
+  sockPath = join(dir, "plugins", "demo", "plugin.sock");
 });
 afterEach(async () => {
   await removeDir(dir);
@@ -65,7 +65,7 @@ describe("claimSocket", () => {
   });
 
   it("removes a stale socket", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     await makeStale(sockPath);
     assert.equal(await isLive(sockPath), false);
     await claimSocket(sockPath, "demo");
@@ -73,7 +73,7 @@ describe("claimSocket", () => {
   });
 
   it("refuses a live socket and leaves it alone", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     const live = await listen(sockPath);
     try {
       await assert.rejects(claimSocket(sockPath, "demo"), (error: unknown) => {
@@ -89,7 +89,7 @@ describe("claimSocket", () => {
 
   for (const kind of ["file", "directory", "symlink"] as const) {
     it(`refuses a ${kind} and keeps it`, async () => {
-      await mkdir(join(dir, "plugins"));
+      await mkdir(join(dir, "plugins", "demo"), { recursive: true });
       if (kind === "file") {
         await writeFile(sockPath, "precious");
       } else if (kind === "directory") {
@@ -119,7 +119,7 @@ describe("claimSocket", () => {
 
 describe("isLive", () => {
   it("tells live, stale and missing sockets apart", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     assert.equal(await isLive(sockPath), false);
     const live = await listen(sockPath);
     assert.equal(await isLive(sockPath), true);
@@ -131,7 +131,7 @@ describe("isLive", () => {
 
 describe("SocketFile", () => {
   it("removes only our own, stale socket", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     await makeStale(sockPath);
     const ours = await SocketFile.boundAt(sockPath);
     await unlink(sockPath);
@@ -166,7 +166,7 @@ describe("plugin names", () => {
   for (const name of ["a", "0", "postgresql", "my-plugin-2", "a".repeat(63)]) {
     it(`accepts ${JSON.stringify(name)}`, () => {
       const server = new PluginServer(noop, { ...INFO, name }, { socketDir: dir, logger: quiet });
-      assert.equal(server.socketPath, join(dir, "plugins", `${name}.sock`));
+      assert.equal(server.socketPath, join(dir, "plugins", name, "plugin.sock"));
     });
   }
 });
@@ -186,7 +186,7 @@ describe("PluginServer and the socket", () => {
   });
 
   it("starts over a stale socket", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     await makeStale(sockPath);
     const server = new PluginServer(noop, INFO, { socketDir: dir, heartbeatIntervalSeconds: 60, logger: quiet });
     await server.start();
@@ -198,7 +198,7 @@ describe("PluginServer and the socket", () => {
   });
 
   it("refuses to start over a file that is not a socket", async () => {
-    await mkdir(join(dir, "plugins"));
+    await mkdir(join(dir, "plugins", "demo"), { recursive: true });
     await writeFile(sockPath, "precious");
     const server = new PluginServer(noop, INFO, { socketDir: dir, heartbeatIntervalSeconds: 60, logger: quiet });
     await assert.rejects(server.start(), NotASocketError);

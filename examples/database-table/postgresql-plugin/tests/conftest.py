@@ -190,7 +190,7 @@ def reconcile_request(
 
 @dataclass
 class PluginProcess:
-    """``python -m kplug_postgresql_plugin`` serving on ``<socket_dir>/plugins/postgresql.sock``."""
+    """``python -m kplug_postgresql_plugin`` serving on ``<socket_dir>/plugins/postgresql/plugin.sock``."""
 
     socket_dir: Path
     env: dict[str, str]
@@ -201,7 +201,7 @@ class PluginProcess:
 
     @property
     def socket(self) -> Path:
-        return self.socket_dir / "plugins" / "postgresql.sock"
+        return self.socket_dir / "plugins" / "postgresql" / "plugin.sock"
 
     def start(self, timeout: float = 20) -> PluginProcess:
         self.lines.clear()

@@ -60,8 +60,25 @@ class SocketFile:
 
 
 def plugin_socket(socket_dir: Path, name: str) -> Path:
-    """``<socket dir>/plugins/<name>.sock``."""
-    return socket_dir / "plugins" / f"{name}.sock"
+    """``<socket dir>/plugins/<name>/plugin.sock``: a directory per plugin, so that in
+    Kubernetes it can be a volume only that plugin's container may write."""
+    return socket_dir / "plugins" / name / "plugin.sock"
+
+
+def _make_dir(path: Path, mode: int, plugin: str) -> None:
+    """Create ``path`` (its parent exists) with ``mode`` if it is missing."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    except OSError as e:
+        raise StartupError(
+            f"plugin {plugin}: cannot create the socket directory {path}: {e}; check "
+            "KPLUG_SOCKET_DIR and that the shared volume is mounted and writable"
+        ) from e
+    # Only its owner can change its mode, and that is us.
+    with contextlib.suppress(OSError):
+        os.chmod(path, mode)
 
 
 def claim(path: Path, plugin: str) -> None:
@@ -71,18 +88,27 @@ def claim(path: Path, plugin: str) -> None:
             f"plugin {plugin}: socket path {path} is longer than {MAX_PATH_BYTES} bytes, the "
             "limit of Unix sockets; set KPLUG_SOCKET_DIR to a shorter directory"
         )
+    # plugins/ is open to all and sticky (like /tmp): plugins of one pod run
+    # as different UIDs, each adds its own directory and can remove only its
+    # own. The plugin's directory is writable by this UID only. In
+    # Kubernetes both exist already (the plugin's is a volume of its own).
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.parent.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise StartupError(
-            f"plugin {plugin}: cannot create the socket directory {path.parent}: {e}; check "
-            "KPLUG_SOCKET_DIR and that the shared volume is mounted and writable"
+            f"plugin {plugin}: cannot create the socket directory {path.parent.parent.parent}: "
+            f"{e}; check KPLUG_SOCKET_DIR and that the shared volume is mounted"
         ) from e
-    # Plugins of one pod run as different UIDs: the directory is open to all
-    # and sticky (like /tmp), so each can add its socket and only remove its
-    # own. Only its owner can change its mode; others leave it as it is.
-    with contextlib.suppress(OSError):
-        os.chmod(path.parent, 0o1777)
+    _make_dir(path.parent.parent, 0o1777, plugin)
+    _make_dir(path.parent, 0o755, plugin)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        owner = path.parent.stat().st_uid
+        raise StartupError(
+            f"plugin {plugin}: cannot create a socket in {path.parent}: it belongs to UID "
+            f"{owner} and this process (UID {os.geteuid()}) may not write to it. Another "
+            "container holds this plugin's name: give each plugin a volume of its own at "
+            f"{path.parent} (see docs/security.md)"
+        )
     try:
         st = os.lstat(path)
     except FileNotFoundError:
