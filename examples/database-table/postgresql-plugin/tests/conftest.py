@@ -190,7 +190,8 @@ def reconcile_request(
 
 @dataclass
 class PluginProcess:
-    """``python -m kplug_postgresql_plugin`` serving on ``<socket_dir>/plugins/postgresql/plugin.sock``."""
+    """``python -m kplug_postgresql_plugin`` serving on
+    ``<socket_dir>/plugins/postgresql/plugin.sock``."""
 
     socket_dir: Path
     env: dict[str, str]
