@@ -388,6 +388,27 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             }
         }
     }
+    // The cache can lag behind a deletion: under load, a queued wake-up
+    // reconciled an object whose Finalize had already run, and the plugin
+    // created its table again (the chaos suite's "lost" delete). Ask the API
+    // server before the plugin is called. If the object is still there and
+    // not being deleted, a Finalize can only come after this reconcile
+    // (reconciles of one object never overlap).
+    let current = ctx
+        .api(obj)
+        .get_opt(&obj.name_any())
+        .await
+        .map_err(|source| ReconcileError::Write {
+            what: "reading the object before calling its plugin",
+            object: object_key(obj),
+            source,
+        })?;
+    match current {
+        Some(current)
+            if current.metadata.deletion_timestamp.is_none() && current.uid() == obj.uid() => {}
+        // Gone, being deleted, or replaced: its own event reconciles it.
+        _ => return Ok(Action::await_change()),
+    }
     let mut outcomes = Vec::new();
     for (candidate, _) in &chosen {
         outcomes.push(call_reconcile(obj, ctx, candidate, &resolution.found).await?);
