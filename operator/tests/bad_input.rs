@@ -35,6 +35,27 @@ fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest
     }
 }
 
+/// The `GetInfo` answer that matches `heartbeat(name, _, implementation)`.
+fn info_as_heartbeat(name: &str, implementation: &str, description: &str) -> GetInfoResponse {
+    let hb = heartbeat(name, "", implementation);
+    GetInfoResponse {
+        name: hb.name,
+        version: hb.version,
+        protocol: hb.protocol,
+        offers: hb.offers,
+        capabilities: hb.capabilities,
+        description: description.into(),
+    }
+}
+
+/// A `Probe` answer: ready.
+fn ready() -> ProbeResponse {
+    ProbeResponse {
+        ready: true,
+        message: String::new(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_registrations_are_refused_with_a_reason() {
     let w = world("badreg", &[]).await;
@@ -117,24 +138,17 @@ impl Plugin for Rogue {
         &self,
         _: tonic::Request<GetInfoRequest>,
     ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
-        let hb = heartbeat("rogue", "plugins/rogue.sock", "Rogue");
-        Ok(tonic::Response::new(GetInfoResponse {
-            name: hb.name,
-            version: hb.version,
-            protocol: hb.protocol,
-            offers: hb.offers,
-            capabilities: hb.capabilities,
-            description: "returns broken responses".into(),
-        }))
+        Ok(tonic::Response::new(info_as_heartbeat(
+            "rogue",
+            "Rogue",
+            "returns broken responses",
+        )))
     }
     async fn probe(
         &self,
         _: tonic::Request<ProbeRequest>,
     ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
-        Ok(tonic::Response::new(ProbeResponse {
-            ready: true,
-            message: String::new(),
-        }))
+        Ok(tonic::Response::new(ready()))
     }
     async fn reconcile(
         &self,
@@ -641,17 +655,7 @@ async fn an_impostor_implementation_is_refused_and_the_owner_keeps_its_objects()
     })
     .await;
     let _impostor = spawn_plugin(&w, &[("SCRIPTED_NAME", "aaa-evil")]);
-    kplug_testenv::eventually("the impostor is refused", T, || async {
-        let m = w.metrics().await;
-        metric(
-            &m,
-            "kplug_registrations_refused_total{reason=\"ImplementationOwned\"}",
-        )
-        .filter(|n| *n >= 1.0)
-        .map(drop)
-        .ok_or(m)
-    })
-    .await;
+    w.until_refused("ImplementationOwned", T).await;
     let refusals = w.events_for("kplug-operator-0").await;
     assert!(
         refusals.iter().any(|(t, r, note)| t == "Warning"
@@ -789,13 +793,7 @@ async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial(
     const PLUGIN_UID: u32 = 65533;
     let w = world("uid", &[]).await;
     let (_real, instance_id) = spawn_plugin_as_uid(&w, PLUGIN_UID, &[]).await;
-    kplug_testenv::eventually("the real plugin is up", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     // This test process is root: another UID than the plugin's.
     let mut registry = RegistryClient::new(kplug_proto::socket::channel(
         &w.sockets.path().join("registry.sock"),
@@ -917,13 +915,7 @@ async fn a_hanging_handshake_does_not_delay_another_plugins_registration() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = std::time::Instant::now();
     let _pg = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("the real plugin registered", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     let took = started.elapsed();
     eprintln!("registered {took:?} after it started, next to eight hanging handshakes");
     // Queued behind the hanging ones, it would wait for several handshake
@@ -945,13 +937,7 @@ async fn a_socket_swapped_for_a_symlink_is_never_followed() {
 
     let w = world("symlink", &[]).await;
     let (real, instance_id) = spawn_plugin_as_uid(&w, 0, &[]).await;
-    kplug_testenv::eventually("the real plugin is up", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     // Outside the socket dir: a socket that counts who connects.
     let outside = tempfile::tempdir().unwrap();
     let evil = outside.path().join("evil.sock");
@@ -1036,13 +1022,7 @@ async fn idle_connections_and_request_floods_on_the_registry_are_bounded_and_rel
     }
     let started = std::time::Instant::now();
     let _plugin = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("the real plugin registers", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     eprintln!(
         "a real plugin registered {:?} after 300 idle connections were opened",
         started.elapsed()
@@ -1125,24 +1105,17 @@ impl Plugin for Fake {
         &self,
         _: tonic::Request<GetInfoRequest>,
     ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
-        let hb = heartbeat(&self.name, "", &self.implementation);
-        Ok(tonic::Response::new(GetInfoResponse {
-            name: hb.name,
-            version: hb.version,
-            protocol: hb.protocol,
-            offers: hb.offers,
-            capabilities: hb.capabilities,
-            description: String::new(),
-        }))
+        Ok(tonic::Response::new(info_as_heartbeat(
+            &self.name,
+            &self.implementation,
+            "",
+        )))
     }
     async fn probe(
         &self,
         _: tonic::Request<ProbeRequest>,
     ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
-        Ok(tonic::Response::new(ProbeResponse {
-            ready: true,
-            message: String::new(),
-        }))
+        Ok(tonic::Response::new(ready()))
     }
     async fn reconcile(
         &self,
@@ -1338,13 +1311,7 @@ async fn registrations_are_capped_and_everything_is_released_when_plugins_leave(
     );
     // The real plugins' room is free again: a new one registers.
     let _pg = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("a new plugin registers", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
 }
 
 /// The socket layout of the shipped manifests, played with file modes: the
@@ -1407,13 +1374,7 @@ async fn a_squatter_cannot_keep_the_real_plugin_out() {
     );
 
     let _real = scripted(REAL_UID).spawn().unwrap();
-    kplug_testenv::eventually("the real plugin registers", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     w.create_table("users", "PostgreSQL", json!({}), false)
         .await;
     w.table_until("users", "Ready on the real plugin", T, |t| {

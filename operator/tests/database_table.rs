@@ -53,6 +53,16 @@ fn plugin_process(
         .unwrap_or_else(|e| panic!("start {}: {e}", program.display()))
 }
 
+/// The SQLite plugin, keeping its files in `data`.
+fn sqlite_plugin(w: &World, data: &std::path::Path) -> Child {
+    plugin_process(
+        w,
+        &kplug_testenv::workspace_binary("sqlite-plugin"),
+        &["--data-dir", data.to_str().unwrap()],
+        &[],
+    )
+}
+
 /// Runs one query with the database's own command-line client; one row per
 /// line, tab-separated.
 async fn sql(client: &str, query: &str) -> String {
@@ -437,12 +447,7 @@ async fn postgresql_partitions_columns_status_and_deletion_policies() {
 async fn sqlite_for_the_demo() {
     let w = world("sqlite", &[]).await;
     let data = tempfile::tempdir().unwrap();
-    let _plugin = plugin_process(
-        &w,
-        &kplug_testenv::workspace_binary("sqlite-plugin"),
-        &["--data-dir", data.path().to_str().unwrap()],
-        &[],
-    );
+    let _plugin = sqlite_plugin(&w, data.path());
     // Prefers MariaDB, which is not there: SQLite it is.
     w.create_users("users", json!({})).await;
     let obj = w.table_until("users", "Ready on SQLite", T, ready).await;
@@ -473,19 +478,8 @@ fn sqlite_has_table(db: &std::path::Path, table: &str) -> bool {
 async fn an_impostor_offering_sqlite_is_refused_and_the_real_table_is_dropped() {
     let w = world("sqlite-impostor", &[]).await;
     let data = tempfile::tempdir().unwrap();
-    let _plugin = plugin_process(
-        &w,
-        &kplug_testenv::workspace_binary("sqlite-plugin"),
-        &["--data-dir", data.path().to_str().unwrap()],
-        &[],
-    );
-    kplug_testenv::eventually("the SQLite plugin is up", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"sqlite\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    let _plugin = sqlite_plugin(&w, data.path());
+    w.until_plugin_up("sqlite", T).await;
     let _impostor = spawn_plugin(
         &w,
         &[
@@ -493,17 +487,7 @@ async fn an_impostor_offering_sqlite_is_refused_and_the_real_table_is_dropped() 
             ("SCRIPTED_IMPLEMENTATION", "SQLite"),
         ],
     );
-    kplug_testenv::eventually("the impostor is refused", T, || async {
-        let m = w.metrics().await;
-        metric(
-            &m,
-            "kplug_registrations_refused_total{reason=\"ImplementationOwned\"}",
-        )
-        .filter(|n| *n >= 1.0)
-        .map(drop)
-        .ok_or(m)
-    })
-    .await;
+    w.until_refused("ImplementationOwned", T).await;
     w.create(
         &table_resource(),
         json!({

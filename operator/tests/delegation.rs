@@ -186,13 +186,7 @@ async fn sticky_choice_waits_for_its_plugin_and_converges_when_it_returns() {
 async fn sigkill_is_noticed_in_under_a_second() {
     let w = world("sigkill", &[]).await;
     let mut pg = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("plugin up in metrics", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     assert_eq!(
         metric(&w.metrics().await, "kplug_plugins_registered"),
         Some(1.0)
@@ -221,13 +215,7 @@ async fn sigkill_is_noticed_in_under_a_second() {
 async fn sigstop_is_removed_after_the_ttl() {
     let w = world("sigstop", &["--heartbeat-ttl", "3s"]).await;
     let pg = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("plugin up", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     signal(&pg, Signal::SIGSTOP);
     let stopped = Instant::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -507,13 +495,7 @@ async fn a_plugin_restart_with_the_same_offers_causes_no_reconcile() {
     signal(&plugin, Signal::SIGTERM);
     assert!(plugin.wait().await.unwrap().success());
     let _plugin = spawn_plugin(&w, &[]);
-    kplug_testenv::eventually("the new instance is up", T, || async {
-        let m = w.metrics().await;
-        (metric(&m, "kplug_plugin_up{plugin=\"postgresql\"}") == Some(1.0))
-            .then_some(())
-            .ok_or(m)
-    })
-    .await;
+    w.until_plugin_up("postgresql", T).await;
     // Count until no call has been made for 3 s, so that a storm is
     // counted whole (it used to take seconds to drain).
     let mut settled = reconciles();

@@ -403,6 +403,42 @@ impl World {
         .await
     }
 
+    /// Waits until `series` on `/metrics` has a value that `holds`.
+    pub async fn until_metric(
+        &self,
+        what: &str,
+        series: &str,
+        timeout: Duration,
+        holds: impl Fn(f64) -> bool,
+    ) {
+        kplug_testenv::eventually(what, timeout, || async {
+            let m = self.metrics().await;
+            metric(&m, series).filter(|v| holds(*v)).map(drop).ok_or(m)
+        })
+        .await;
+    }
+
+    /// Waits until plugin `name` is registered and ready.
+    pub async fn until_plugin_up(&self, name: &str, timeout: Duration) {
+        let series = format!("kplug_plugin_up{{plugin=\"{name}\"}}");
+        self.until_metric(&format!("plugin {name} is up"), &series, timeout, |v| {
+            v == 1.0
+        })
+        .await;
+    }
+
+    /// Waits until a registration has been refused for `reason`.
+    pub async fn until_refused(&self, reason: &str, timeout: Duration) {
+        let series = format!("kplug_registrations_refused_total{{reason=\"{reason}\"}}");
+        self.until_metric(
+            &format!("a registration refused for {reason}"),
+            &series,
+            timeout,
+            |v| v >= 1.0,
+        )
+        .await;
+    }
+
     pub async fn metrics(&self) -> String {
         http_get(self.metrics_port, "/metrics")
             .await
