@@ -52,7 +52,7 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
+test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -60,7 +60,7 @@ test: testenv build databases python test-rust test-python test-go-sdk test-type
 DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
-test-rust: testenv build databases python deploy-tools ## cargo test --workspace: every target, then the doc tests
+test-rust: testenv build databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
 	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -109,6 +109,38 @@ databases-stop: ## stop the local databases
 .PHONY: python
 python: ## create the Python plugin's virtualenv (SDK + plugin)
 	$(MAKE) -C examples/database-table/postgresql-plugin install
+
+# --- images: built for real with the Docker engine -----------------------------
+
+# The docker CLI; builds use BuildKit (the Dockerfiles' cache mounts).
+DOCKER ?= docker
+IMAGE_REGISTRY ?= ghcr.io/kplug
+IMAGE_TAG ?= 0.1.0
+# The Rust images: targets of the root Dockerfile (one build of the workspace).
+RUST_IMAGE_TARGETS := kplug-operator sqlite-plugin mariadb-plugin
+
+.PHONY: docker-engine
+docker-engine: ## start the Docker engine when none runs (deploy/images/engine.sh start; `engine.sh stop` ends it)
+	@DOCKER=$(DOCKER) deploy/images/engine.sh start
+
+.PHONY: images
+images: docker-engine ## build every kplug image with the Docker engine (local stand-ins for base images no registry here serves)
+	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/cli-plugins.sh buildx
+	@DOCKER=$(DOCKER) deploy/images/standins.sh
+	@mkdir -p $(TARGET_DIR)/docker
+	@for target in $(RUST_IMAGE_TARGETS); do \
+	  start=$$(date +%s); \
+	  echo "[images] $(IMAGE_REGISTRY)/$$target:$(IMAGE_TAG) (Dockerfile --target $$target; the first build compiles the workspace in release mode, ten minutes or more)..."; \
+	  DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --target $$target -t $(IMAGE_REGISTRY)/$$target:$(IMAGE_TAG) . > $(TARGET_DIR)/docker/build-$$target.log 2>&1 \
+	    || { tail -40 $(TARGET_DIR)/docker/build-$$target.log; echo "[images] $$target failed; the whole log: $(TARGET_DIR)/docker/build-$$target.log"; exit 1; }; \
+	  echo "[images] $$target built in $$(( $$(date +%s) - start ))s"; \
+	done
+	@start=$$(date +%s); \
+	echo "[images] $(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG) (examples/database-table/postgresql-plugin/Dockerfile)..."; \
+	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain -f examples/database-table/postgresql-plugin/Dockerfile \
+	  -t $(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG) . > $(TARGET_DIR)/docker/build-postgresql-plugin.log 2>&1 \
+	  || { tail -40 $(TARGET_DIR)/docker/build-postgresql-plugin.log; echo "[images] postgresql-plugin failed; the whole log: $(TARGET_DIR)/docker/build-postgresql-plugin.log"; exit 1; }; \
+	echo "[images] postgresql-plugin built in $$(( $$(date +%s) - start ))s"
 
 # --- demo ----------------------------------------------------------------------
 

@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # kube-testenv (testenv/): a real kube-apiserver with an embedded etcd, the
 # control plane the tests use, as the Kubernetes API of compose.yaml.
 #

@@ -190,6 +190,13 @@ impl Dockerfile {
             .expect("parse() refuses a Dockerfile without stages")
     }
 
+    /// The stage named `name` (a `--target`).
+    pub fn target(&self, name: &str) -> Option<&Stage> {
+        self.stages
+            .iter()
+            .find(|stage| stage.name.as_deref() == Some(name))
+    }
+
     /// Every `RUN` command of every stage, with its `--mount` flags removed.
     pub fn run_commands(&self) -> Vec<String> {
         self.stages

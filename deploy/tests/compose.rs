@@ -207,6 +207,17 @@ fn built_images_have_dockerfiles_and_match_the_manifests() {
             "{name}: {} does not exist",
             dockerfile.display()
         );
+        if let Some(target) = build.get("target").and_then(Value::as_str) {
+            let file = kplug_deploy_tests::dockerfile::parse(
+                &std::fs::read_to_string(&dockerfile).unwrap(),
+            )
+            .unwrap();
+            assert!(
+                file.target(target).is_some(),
+                "{name}: {} has no stage {target}",
+                dockerfile.display()
+            );
+        }
         if name != "kube-api" {
             built.insert(service["image"].as_str().unwrap());
         }

@@ -11,25 +11,43 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kplug_deploy_tests::dockerfile::{self, Dockerfile};
+use kplug_deploy_tests::dockerfile::{self, Dockerfile, Stage};
 use kplug_deploy_tests::dockerignore::DockerIgnore;
 use kplug_deploy_tests::repo_root;
 use kplug_deploy_tests::tools::{hadolint, run};
 use serde_json::Value;
 
-/// Every Dockerfile of the repository, by what it builds.
-const RUST_IMAGES: [&str; 3] = [
-    "operator/Dockerfile",
-    "examples/database-table/sqlite-plugin/Dockerfile",
-    "examples/database-table/mariadb-plugin/Dockerfile",
-];
+/// Every Dockerfile of the repository, by what it builds. The Rust images
+/// are the targets of one Dockerfile, so the workspace compiles once.
+const RUST_DOCKERFILE: &str = "Dockerfile";
+const RUST_TARGETS: [&str; 3] = ["kplug-operator", "sqlite-plugin", "mariadb-plugin"];
 const PYTHON_IMAGE: &str = "examples/database-table/postgresql-plugin/Dockerfile";
 const GO_IMAGE: &str = "deploy/compose/kube-testenv.Dockerfile";
+/// The stand-in base images (deploy/images/standins.sh), linted like the rest.
+const STANDINS: [&str; 3] = [
+    "deploy/images/standins/rust.Dockerfile",
+    "deploy/images/standins/python.Dockerfile",
+    "deploy/images/standins/distroless-cc.Dockerfile",
+];
 
 fn all_dockerfiles() -> Vec<&'static str> {
-    RUST_IMAGES
-        .into_iter()
-        .chain([PYTHON_IMAGE, GO_IMAGE])
+    [RUST_DOCKERFILE, PYTHON_IMAGE, GO_IMAGE].into()
+}
+
+/// The images a Dockerfile makes: its named target stages for the Rust
+/// Dockerfile, else its last stage.
+fn images_of<'a>(path: &str, file: &'a Dockerfile) -> Vec<(String, &'a Stage)> {
+    if path != RUST_DOCKERFILE {
+        return vec![(path.to_owned(), file.image())];
+    }
+    RUST_TARGETS
+        .iter()
+        .map(|target| {
+            let stage = file
+                .target(target)
+                .unwrap_or_else(|| panic!("{path} has no target stage {target}"));
+            (format!("{path} --target {target}"), stage)
+        })
         .collect()
 }
 
@@ -84,7 +102,7 @@ fn hadolint_file(file: &Path) -> anyhow::Result<()> {
 #[test]
 fn every_dockerfile_passes_hadolint() {
     let mut failures = Vec::new();
-    for path in all_dockerfiles() {
+    for path in all_dockerfiles().into_iter().chain(STANDINS) {
         let file = repo_root().join(path);
         if !file.is_file() {
             failures.push(format!("{path}: missing"));
@@ -117,10 +135,21 @@ fn hadolint_refuses_a_bad_dockerfile() {
 
 // --- shape -----------------------------------------------------------------------
 
-fn check_shape(path: &str, file: &Dockerfile) -> Vec<String> {
+/// Problems of the file as a whole: one stage only, a base not pinned, or a
+/// `# syntax=` directive (it makes BuildKit pull a frontend image, which
+/// fails where no registry is reachable and is not needed: the built-in
+/// frontend knows every instruction used here).
+fn check_file(text: &str, file: &Dockerfile) -> Vec<String> {
     let mut problems = Vec::new();
     if file.stages.len() < 2 {
         problems.push("not multi-stage".to_owned());
+    }
+    if let Some(line) = text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .find(|l| l.trim_start_matches('#').trim().starts_with("syntax="))
+    {
+        problems.push(format!("`{line}`: a frontend image would be pulled"));
     }
     let stage_names: Vec<&str> = file
         .stages
@@ -140,7 +169,13 @@ fn check_shape(path: &str, file: &Dockerfile) -> Vec<String> {
             problems.push(format!("{} is not pinned by tag", stage.image));
         }
     }
-    let image = file.image();
+    problems
+}
+
+/// Problems of one image (a final stage): root, no exec-form ENTRYPOINT, or
+/// (for a kplug container) no socket dir.
+fn check_image(path: &str, image: &Stage) -> Vec<String> {
+    let mut problems = Vec::new();
     match image.last("USER").map(|u| u.args.as_str()) {
         Some(user) => {
             let uid = user.split(':').next().unwrap_or_default();
@@ -168,14 +203,22 @@ fn check_shape(path: &str, file: &Dockerfile) -> Vec<String> {
 fn images_are_multi_stage_pinned_and_non_root() {
     let mut failures = Vec::new();
     for path in all_dockerfiles() {
-        let problems = check_shape(path, &parse(path));
+        let file = parse(path);
+        let problems = check_file(&read(path), &file);
         if !problems.is_empty() {
             failures.push(format!("{path}: {}", problems.join("; ")));
         }
+        for (image, stage) in images_of(path, &file) {
+            let problems = check_image(path, stage);
+            if !problems.is_empty() {
+                failures.push(format!("{image}: {}", problems.join("; ")));
+            }
+        }
     }
-    for (index, template) in documented_templates().iter().enumerate() {
-        let template = dockerfile::parse(template).expect("the template parses");
-        let problems = check_shape("docs/plugin-images.md", &template);
+    for (index, text) in documented_templates().iter().enumerate() {
+        let template = dockerfile::parse(text).expect("the template parses");
+        let mut problems = check_file(text, &template);
+        problems.extend(check_image("docs/plugin-images.md", template.image()));
         if !problems.is_empty() {
             failures.push(format!(
                 "template {} of docs/plugin-images.md: {}",
@@ -185,6 +228,19 @@ fn images_are_multi_stage_pinned_and_non_root() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The shape checks do find a `# syntax=` line, an unpinned base and root.
+#[test]
+fn the_shape_checks_find_a_syntax_line_an_unpinned_base_and_root() {
+    let text = "# syntax=docker/dockerfile:1\nFROM a AS build\nFROM b:1\nUSER 0\n";
+    let file = dockerfile::parse(text).unwrap();
+    let problems = check_file(text, &file).join("\n");
+    assert!(problems.contains("frontend image"), "{problems}");
+    assert!(problems.contains("a is not pinned"), "{problems}");
+    let problems = check_image("test", file.image()).join("\n");
+    assert!(problems.contains("USER 0"), "{problems}");
+    assert!(problems.contains("ENTRYPOINT"), "{problems}");
 }
 
 // --- the build context -------------------------------------------------------------
@@ -363,9 +419,10 @@ fn workspace_packages() -> Vec<(String, String, BTreeSet<String>)> {
         .collect()
 }
 
-/// `cargo build ... -p <package>` and `target/release/<bin>` of a Rust
-/// Dockerfile.
-fn package_and_binary(path: &str, file: &Dockerfile) -> (String, String) {
+/// The packages of the Rust Dockerfile's `cargo build ... -p <package>...`
+/// and the binaries its build step installs from `target/release/`.
+fn packages_and_binaries(file: &Dockerfile) -> (Vec<String>, Vec<String>) {
+    let path = RUST_DOCKERFILE;
     let build = file
         .run_commands()
         .into_iter()
@@ -378,96 +435,136 @@ fn package_and_binary(path: &str, file: &Dockerfile) -> (String, String) {
             "{path}: cargo build without {flag}: {build}"
         );
     }
-    let package = words
+    let packages: Vec<String> = words
         .windows(2)
-        .find(|w| w[0] == "-p" || w[0] == "--package")
+        .filter(|w| w[0] == "-p" || w[0] == "--package")
         .map(|w| w[1].to_owned())
-        .unwrap_or_else(|| panic!("{path}: cargo build without -p: {build}"));
-    let binary = words
+        .collect();
+    assert!(
+        !packages.is_empty(),
+        "{path}: cargo build without -p: {build}"
+    );
+    let binaries: Vec<String> = words
         .iter()
-        .find_map(|w| w.strip_prefix("target/release/"))
-        .unwrap_or_else(|| panic!("{path}: nothing taken from target/release: {build}"))
-        .to_owned();
-    (package, binary)
+        .filter_map(|w| w.strip_prefix("target/release/"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !binaries.is_empty(),
+        "{path}: nothing taken from target/release: {build}"
+    );
+    (packages, binaries)
 }
 
-/// Every Rust Dockerfile copies the whole workspace (cargo needs every
-/// member to load it) and builds a member package with the binary the image
-/// takes; the copied files alone load as a workspace with an up-to-date
-/// Cargo.lock (`cargo metadata --locked`; it may fetch crates.io packages
-/// that only other platforms use, which the build did not); and the package
-/// compiles on its own, with its binary linked by the workspace build (in
-/// the debug profile: the machine is small, and release adds nothing to the
-/// question "does it build").
+/// The binary a target stage copies from the build stage into
+/// /usr/local/bin (its ENTRYPOINT).
+fn binary_of_target(stage: &Stage) -> Option<String> {
+    Dockerfile {
+        stages: vec![stage.clone()],
+    }
+    .copies()
+    .unwrap()
+    .into_iter()
+    .filter(|c| c.from.as_deref() == Some("build") && c.dest.starts_with("/usr/local/bin/"))
+    .find_map(|c| c.sources.first()?.rsplit('/').next().map(str::to_owned))
+}
+
+/// The Rust Dockerfile copies the whole workspace (cargo needs every member
+/// to load it) and builds, in one `cargo build`, the member packages whose
+/// binaries its targets take; the copied files alone load as a workspace
+/// with an up-to-date Cargo.lock (`cargo metadata --locked`; it may fetch
+/// crates.io packages that only other platforms use, which the build did
+/// not); and those packages compile together, as in the image, with their
+/// binaries linked by the workspace build (in the debug profile: the machine
+/// is small, and release adds nothing to the question "does it build").
 #[test]
-fn rust_images_build_a_workspace_package_from_the_copied_files() {
+fn rust_images_build_workspace_packages_from_the_copied_files() {
+    let path = RUST_DOCKERFILE;
     let packages = workspace_packages();
     let mut failures = Vec::new();
-    let mut to_build = Vec::new();
-    for path in RUST_IMAGES {
-        let file = parse(path);
-        let (package, binary) = package_and_binary(path, &file);
-        let copied: Vec<String> = file
-            .copies()
-            .unwrap()
-            .into_iter()
-            .filter(|c| c.from.is_none())
-            .flat_map(|c| c.sources)
-            .map(|s| s.trim_start_matches("./").trim_end_matches('/').to_owned())
-            .collect();
-        for needed in ["Cargo.toml", "Cargo.lock"] {
-            if !copied.iter().any(|c| c == needed) {
-                failures.push(format!("{path}: does not copy {needed}"));
-            }
+    let file = parse(path);
+    let (built, installed) = packages_and_binaries(&file);
+    let copied: Vec<String> = file
+        .copies()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.from.is_none())
+        .flat_map(|c| c.sources)
+        .map(|s| s.trim_start_matches("./").trim_end_matches('/').to_owned())
+        .collect();
+    for needed in ["Cargo.toml", "Cargo.lock"] {
+        if !copied.iter().any(|c| c == needed) {
+            failures.push(format!("{path}: does not copy {needed}"));
         }
-        for (name, dir, _) in &packages {
-            if !copied
-                .iter()
-                .any(|c| dir == c || dir.starts_with(&format!("{c}/")))
-            {
-                failures.push(format!(
-                    "{path}: does not copy {dir}, the workspace member {name} \
-                     (add `COPY {dir} {dir}`)"
-                ));
-            }
-        }
-        match packages.iter().find(|(name, _, _)| *name == package) {
-            None => failures.push(format!("{path}: -p {package} is not a workspace package")),
-            Some((_, _, bins)) if !bins.contains(&binary) => failures.push(format!(
-                "{path}: {package} has no binary {binary} (it has {bins:?})"
-            )),
-            Some(_) => to_build.push((package, binary)),
-        }
-        let context = tempfile::tempdir().unwrap();
-        materialize(&file, context.path());
-        if let Err(e) = run(Command::new(env!("CARGO"))
-            .args(["metadata", "--locked", "--format-version", "1"])
-            .current_dir(context.path()))
+    }
+    for (name, dir, _) in &packages {
+        if !copied
+            .iter()
+            .any(|c| dir == c || dir.starts_with(&format!("{c}/")))
         {
             failures.push(format!(
-                "{path}: the copied files do not load as a workspace with an up-to-date \
-                 Cargo.lock: {e:#}"
+                "{path}: does not copy {dir}, the workspace member {name} \
+                 (add `COPY {dir} {dir}`)"
             ));
         }
     }
+    for package in &built {
+        if !packages.iter().any(|(name, _, _)| name == package) {
+            failures.push(format!("{path}: -p {package} is not a workspace package"));
+        }
+    }
+    let mut binaries = Vec::new();
+    for (image, stage) in images_of(path, &file) {
+        let Some(binary) = binary_of_target(stage) else {
+            failures.push(format!("{image}: copies no binary from the build stage"));
+            continue;
+        };
+        if !installed.contains(&binary) {
+            failures.push(format!(
+                "{image}: {binary} is not installed from target/release by the build step"
+            ));
+        }
+        if !packages
+            .iter()
+            .any(|(name, _, bins)| built.contains(name) && bins.contains(&binary))
+        {
+            failures.push(format!(
+                "{image}: no package of `cargo build -p {}` has the binary {binary}",
+                built.join(" -p ")
+            ));
+        }
+        binaries.push(binary);
+    }
+    let context = tempfile::tempdir().unwrap();
+    materialize(&file, context.path());
+    if let Err(e) = run(Command::new(env!("CARGO"))
+        .args(["metadata", "--locked", "--format-version", "1"])
+        .current_dir(context.path()))
+    {
+        failures.push(format!(
+            "{path}: the copied files do not load as a workspace with an up-to-date \
+             Cargo.lock: {e:#}"
+        ));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
-    // One package at a time, as in each image: cargo unifies features over
-    // the packages of one build, so checking them together could hide a
-    // feature that only another package turns on. `cargo check`, not
-    // `build`: it type-checks the package exactly as the image build
-    // compiles it, and keeps its artifacts apart from the workspace build's
-    // (a `build -p` would rebuild dependencies with other features in
-    // place, every time, for everyone sharing target/).
-    for (package, binary) in &to_build {
-        if let Err(e) = run(Command::new(env!("CARGO"))
-            .args(["check", "--locked", "--bins", "-p", package])
-            .current_dir(repo_root()))
-        {
-            panic!("{package} does not build: {e:#}");
-        }
-        // Linked by the workspace build (`make build`, or `cargo test
-        // --workspace`, which `make test` runs before this).
+    // The packages together, as in the image build (cargo unifies features
+    // over the packages of one build). `cargo check`, not `build`: it
+    // type-checks them exactly as the image build compiles them, and keeps
+    // its artifacts apart from the workspace build's (a `build -p` would
+    // rebuild dependencies with other features in place, every time, for
+    // everyone sharing target/).
+    let mut check = Command::new(env!("CARGO"));
+    check.args(["check", "--locked", "--bins"]);
+    for package in &built {
+        check.args(["-p", package]);
+    }
+    if let Err(e) = run(check.current_dir(repo_root())) {
+        panic!("{built:?} do not build: {e:#}");
+    }
+    // Linked by the workspace build (`make build`, or `cargo test
+    // --workspace`, which `make test` runs before this).
+    for binary in &binaries {
         kplug_testenv::workspace_binary(binary);
     }
 }

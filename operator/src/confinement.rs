@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 pub enum ConfinementError {
     /// No path was given.
     #[error(
-        "the socket path is empty; register it relative to the socket dir, e.g. plugins/<name>.sock"
+        "the socket path is empty; register it relative to the socket dir, e.g. plugins/<name>/plugin.sock"
     )]
     Empty,
     /// The path contains `..`.

@@ -16,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 /// running as sidecar containers next to this operator.
 ///
 /// Plugins register by heartbeat on <socket-dir>/registry.sock and serve
-/// <socket-dir>/plugins/<name>.sock. For each object of the managed kind the
+/// <socket-dir>/plugins/<name>/plugin.sock. For each object of the managed kind the
 /// operator picks an implementation (spec.preferredImplementation, sticky in
 /// status.implementation), sends the plugin the object and its extensions,
 /// and writes back the status it returns.

@@ -2,7 +2,7 @@
 //! are removed.
 //!
 //! # Expected flow
-//! 1. A plugin binds `plugins/<name>.sock`, serves `kplug.v1.Plugin` and calls
+//! 1. A plugin binds `plugins/<name>/plugin.sock`, serves `kplug.v1.Plugin` and calls
 //!    `Registry.Heartbeat` on `registry.sock` every interval.
 //! 2. On the first heartbeat of an instance the registry checks the request
 //!    (name, protocol, socket confined to the socket dir), dials the socket,

@@ -1,0 +1,76 @@
+# kplug's Rust images, from one build of the workspace: the operator and the
+# example plugins written in Rust. One build stage compiles every binary
+# once; each image is a target of its own.
+#
+#   docker build --target kplug-operator -t ghcr.io/kplug/kplug-operator:0.1.0 .
+#   docker build --target sqlite-plugin  -t ghcr.io/kplug/sqlite-plugin:0.1.0 .
+#   docker build --target mariadb-plugin -t ghcr.io/kplug/mariadb-plugin:0.1.0 .
+#
+# (`make images` builds them all.) The build context is the repository root:
+# cargo loads the whole workspace (and `--locked` checks Cargo.lock against
+# all of it) even to build some packages, so every workspace member is copied
+# below. `make test` checks that this list matches `cargo metadata`
+# (deploy/tests/dockerfiles.rs). BuildKit is needed for the cache mounts.
+
+# Pinned to the toolchain the project is tested with; bookworm so the glibc
+# matches the distroless runtime below.
+FROM rust:1.95.0-slim-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY proto proto
+COPY operator operator
+COPY sidecar-sdk sidecar-sdk
+COPY testenv testenv
+COPY deploy deploy
+# All of examples/: it holds several workspace members (the example's model,
+# plugins and demo), and .dockerignore keeps its build outputs out.
+COPY examples examples
+# Cache mounts keep the registry and the compiled dependencies between
+# builds; the binaries are copied out of the cached target dir in the same
+# step. The sources are touched first: cargo decides freshness by mtime, and
+# a file edited while an earlier build ran is older than that build's
+# outputs, so it would be skipped. The price: when this step runs (only when
+# a COPY above changed), all of the workspace's own crates are rebuilt, not
+# only the edited ones; dependencies stay cached.
+# The directories are created here, owned by the runtime user, because
+# distroless has no shell to make them.
+RUN --mount=type=cache,id=kplug-cargo-registry,target=/usr/local/cargo/registry \
+    --mount=type=cache,id=kplug-target,target=/src/target \
+    find . -path ./target -prune -o -type f -exec touch {} + \
+    && cargo build --release --locked -p kplug-operator -p sqlite-plugin -p mariadb-plugin \
+    && install -D -m 0755 -t /out/bin target/release/kplug-operator \
+       target/release/sqlite-plugin target/release/mariadb-plugin \
+    && install -d -m 0755 /out/kplug /out/data
+
+# The SQLite example plugin (embedded SQLite): a sidecar of kplug-operator.
+# distroless/cc: glibc and libgcc, no shell, no package manager.
+FROM gcr.io/distroless/cc-debian12:nonroot AS sqlite-plugin
+COPY --from=build /out/bin/sqlite-plugin /usr/local/bin/sqlite-plugin
+# The socket dir, owned by the runtime user: a Compose named volume mounted
+# here starts as a copy of it (an emptyDir in Kubernetes is writable anyway).
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+# The database files; mount a volume here (an emptyDir or a PVC in Kubernetes).
+COPY --from=build --chown=65532:65532 /out/data /var/lib/kplug-sqlite
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/sqlite-plugin"]
+CMD ["--data-dir", "/var/lib/kplug-sqlite"]
+
+# The MariaDB example plugin: a sidecar of kplug-operator. Servers come from
+# KPLUG_MARIADB_SERVERS (JSON, serverName -> DSN) or the file named by
+# KPLUG_MARIADB_SERVERS_FILE.
+FROM gcr.io/distroless/cc-debian12:nonroot AS mariadb-plugin
+COPY --from=build /out/bin/mariadb-plugin /usr/local/bin/mariadb-plugin
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/mariadb-plugin"]
+
+# The generic kplug-operator; last, so a plain `docker build .` makes it.
+FROM gcr.io/distroless/cc-debian12:nonroot AS kplug-operator
+COPY --from=build /out/bin/kplug-operator /usr/local/bin/kplug-operator
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/kplug-operator"]

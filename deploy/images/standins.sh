@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Local stand-ins for the public base images kplug's Dockerfiles name, for
+# machines that reach Debian's package mirror but no container registry.
+#
+#   deploy/images/standins.sh          build the stand-ins that are missing
+#   deploy/images/standins.sh --list   print each base image and its state
+#
+# Each stand-in is built from Debian packages (debootstrap, `docker import`,
+# then small Dockerfiles in deploy/images/standins/), tagged with the exact
+# public name the Dockerfiles use, so those stay what a user with internet
+# builds, and labelled `org.kplug.stand-in=true` with what it really is.
+# They trust this machine's extra CA certificates
+# (/usr/local/share/ca-certificates), as the machine itself does.
+# An image already present under a tag (the real one, pulled) is left alone;
+# nothing is ever pulled from here.
+#
+# Environment: DOCKER (the docker CLI), KPLUG_STANDIN_WORK (scratch space,
+# default target/standins), DEBIAN_MIRROR (default http://deb.debian.org/debian).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+docker=${DOCKER:-docker}
+work=${KPLUG_STANDIN_WORK:-$root/target/standins}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+label=org.kplug.stand-in
+
+# Tag -> how it is made. Order matters: later ones build FROM debian.
+bases=(
+  "debian:bookworm-slim"
+  "rust:1.95.0-slim-bookworm"
+  "python:3.11-slim-bookworm"
+  "gcr.io/distroless/cc-debian12:nonroot"
+)
+
+say() { printf '[standins] %s\n' "$*" >&2; }
+
+present() { "$docker" image inspect "$1" >/dev/null 2>&1; }
+
+state() {
+  if ! present "$1"; then
+    echo missing
+  elif [ "$("$docker" image inspect -f "{{ index .Config.Labels \"$label\" }}" "$1")" = true ]; then
+    echo stand-in
+  else
+    echo "real image"
+  fi
+}
+
+labels() {
+  printf -- '--label\n%s=true\n--label\norg.opencontainers.image.description=kplug stand-in for %s: %s\n' \
+    "$label" "$1" "$2"
+}
+
+debian_slim() {
+  local tag=$1 rootfs=$work/debian-bookworm
+  command -v debootstrap >/dev/null \
+    || { say "debootstrap is missing: apt-get install debootstrap"; exit 1; }
+  rm -rf "$rootfs"
+  mkdir -p "$work"
+  say "debootstrap bookworm (minbase) from $mirror, about a minute..."
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { say "debootstrap failed; see $work/debootstrap.log"; tail -5 "$work/debootstrap.log" >&2; exit 1; }
+  # This machine's own CA certificates (a TLS-inspecting egress proxy's,
+  # say): images built FROM the stand-ins reach crates.io and PyPI through
+  # it. They become trusted where ca-certificates gets installed.
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    install -d "$rootfs/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
+  fi
+  # What the public slim image drops: documentation, man pages, apt lists.
+  rm -rf "$rootfs"/usr/share/{doc,man,info}/* "$rootfs"/var/lib/apt/lists/* \
+    "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log
+  tar -C "$rootfs" --numeric-owner -c . | "$docker" import \
+    --change 'CMD ["bash"]' \
+    --change "LABEL $label=true" \
+    --change "LABEL org.opencontainers.image.description=\"kplug stand-in for $tag: debootstrap --variant=minbase bookworm\"" \
+    - "$tag" >/dev/null
+  rm -rf "$rootfs"
+}
+
+# A Dockerfile of standins/ with a context of its own (stdin, a tar stream).
+from_dockerfile() {
+  local tag=$1 file=$2 what=$3 context=$4
+  cp "$here/standins/$file" "$context/Dockerfile"
+  mapfile -t extra < <(labels "$tag" "$what")
+  DOCKER_BUILDKIT=1 "$docker" build --quiet "${extra[@]}" -t "$tag" "$context" >/dev/null
+}
+
+rust_slim() {
+  local tag=$1 context=$work/rust version
+  version=$(rustc --version | awk '{ print $2 }')
+  [ "$tag" = "rust:$version-slim-bookworm" ] \
+    || { say "$tag needs Rust ${tag#rust:}; this machine has $version (rustup toolchain install ${tag#rust:})"; exit 1; }
+  rm -rf "$context" && mkdir -p "$context/toolchain"
+  local sysroot
+  sysroot=$(rustc --print sysroot)
+  # The compiler and cargo, without the documentation (over half the size).
+  cp -a "$sysroot/bin" "$sysroot/lib" "$context/toolchain/"
+  rm -f "$context"/toolchain/bin/{rust-gdb*,rust-lldb,rustup}
+  from_dockerfile "$tag" rust.Dockerfile "Debian slim + this machine's Rust $version" "$context"
+  rm -rf "$context"
+}
+
+python_slim() {
+  local tag=$1 context=$work/python
+  rm -rf "$context" && mkdir -p "$context"
+  from_dockerfile "$tag" python.Dockerfile "Debian slim + Debian's Python 3.11" "$context"
+  rm -rf "$context"
+}
+
+distroless_cc() {
+  local tag=$1 context=$work/distroless
+  rm -rf "$context" && mkdir -p "$context"
+  from_dockerfile "$tag" distroless-cc.Dockerfile "glibc, libgcc, libstdc++, libssl, CA certificates from Debian" "$context"
+  rm -rf "$context"
+}
+
+if [ "${1:-}" = --list ]; then
+  for tag in "${bases[@]}"; do printf '%-42s %s\n' "$tag" "$(state "$tag")"; done
+  exit 0
+elif [ $# -gt 0 ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+  exit 2
+fi
+
+"$docker" info >/dev/null 2>&1 \
+  || { say "no Docker engine answers; start one: deploy/images/engine.sh start"; exit 1; }
+for tag in "${bases[@]}"; do
+  if present "$tag"; then
+    say "$tag: present ($(state "$tag"))"
+    continue
+  fi
+  start=$(date +%s)
+  say "$tag: building a local stand-in (no registry here)..."
+  case $tag in
+    debian:*) debian_slim "$tag" ;;
+    rust:*) rust_slim "$tag" ;;
+    python:*) python_slim "$tag" ;;
+    gcr.io/distroless/cc-*) distroless_cc "$tag" ;;
+  esac
+  say "$tag: stand-in built in $(( $(date +%s) - start ))s"
+done
