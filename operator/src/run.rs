@@ -244,6 +244,14 @@ impl Term {
             }
             _ => Api::all_with(ctx.client.clone(), &target.api_resource),
         };
+        // A new term reconciles every object once. What the last term knew
+        // is not enough: its requeues (backoffs, retries after an API
+        // error) ended with it, and an object whose status is still what
+        // this process last wrote would otherwise not wake at all (the
+        // chaos soak found 9 objects left waiting for a plugin that was
+        // back, after a term lost while the API server restarted).
+        ctx.written.clear();
+        ctx.waiting.clear();
         let writer = Writer::new(target.api_resource.clone());
         let store = writer.as_reader();
         // Ready once the first list is in the cache. This is read off the
@@ -267,7 +275,10 @@ impl Term {
             .try_filter(move |obj| std::future::ready(written.wakes(obj)));
         // A registry change (a plugin registered, became ready, went away)
         // reconciles only the objects it concerns (crate::waiting).
-        let wakeups = tokio::spawn(wake_on_changes(Wakeups {
+        // Aborted when this term ends, however it ends: a term that loses
+        // the lease is dropped, not finished, and a JoinHandle dropped does
+        // not stop its task (each lost term used to leave one running).
+        let _wakeups = AbortOnDrop(tokio::spawn(wake_on_changes(Wakeups {
             registry: ctx.registry.clone(),
             waiting: Arc::clone(&ctx.waiting),
             kind: target.group_kind(),
@@ -275,7 +286,7 @@ impl Term {
             store: store.clone(),
             grace: self.config.registry.heartbeat_ttl,
             wake: self.wake.clone(),
-        }));
+        })));
         let woken = futures::stream::unfold(Arc::clone(&self.woken), |woken| async move {
             let next = woken.lock().await.recv().await;
             next.map(|object| (object, woken))
@@ -295,6 +306,14 @@ impl Term {
                 }
             })
             .await;
-        wakeups.abort();
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -78,6 +78,12 @@ impl Waiting {
             .insert(object, need);
     }
 
+    /// Forgets every object: a new term as leader reconciles them all, and
+    /// each records its need again.
+    pub fn clear(&self) {
+        self.needs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// Forgets `object` (it reached its plugin, or is gone).
     pub fn done(&self, object: &ObjectRef<DynamicObject>) {
         self.needs
@@ -242,6 +248,17 @@ mod tests {
         );
         let wake = waiting.wake(&[candidate("mariadb-plugin", "MariaDB")]);
         assert_eq!(woken(wake), ["maria"]);
+    }
+
+    #[test]
+    fn clear_forgets_every_waiting_object() {
+        let waiting = Waiting::default();
+        waiting.wait(object("any"), Need::AnyPlugin);
+        waiting.clear();
+        assert_eq!(
+            woken(waiting.wake(&[candidate("sqlite-plugin", "SQLite")])),
+            none()
+        );
     }
 
     #[test]

@@ -65,6 +65,15 @@ impl Written {
         entry.written = Some(fingerprint(Some(status)));
     }
 
+    /// Forgets every object, so that each wakes the controller once more:
+    /// a new term as leader starts this way.
+    pub fn clear(&self) {
+        self.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// Forgets a deleted object.
     pub fn forget(&self, obj: &DynamicObject) {
         self.objects
@@ -147,5 +156,16 @@ mod tests {
         let written = Written::default();
         assert!(written.wakes(&obj(1, json!({"anything": 1}))));
         assert!(!written.wakes(&obj(1, json!({"anything": 2}))));
+    }
+
+    #[test]
+    fn after_clear_every_object_wakes_once_more() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        written.record(&obj(1, json!({})), &ours());
+        assert!(!written.wakes(&obj(1, ours())), "our own write");
+        written.clear();
+        assert!(written.wakes(&obj(1, ours())), "a new term: once more");
+        assert!(!written.wakes(&obj(1, ours())), "and then not again");
     }
 }

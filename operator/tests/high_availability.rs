@@ -190,3 +190,75 @@ async fn a_second_operator_cannot_damage_objects_and_foreign_status_is_repaired(
     })
     .await;
 }
+
+/// A leader that loses its Lease and wins it back reconciles every object
+/// again in its new term. Requeues of the old term (backoffs, retries after
+/// an API error) end with it; before this, an object whose status was still
+/// what the operator last wrote was not reconciled in the new term, and an
+/// object whose retry was lost that way stayed stuck until the resync (the
+/// chaos soak: 9 objects waiting for a plugin that was back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_wins_the_lease_back_reconciles_every_object_again() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    let w = world("regain", &["--lease-duration", LEASE]).await;
+    let _plugin = spawn_plugin(&w, &[]);
+    until_leading(w.metrics_port, "replica 0").await;
+    let names: Vec<String> = (0..4).map(|i| format!("r{i}")).collect();
+    for name in &names {
+        w.create_table(name, "PostgreSQL", json!({}), false).await;
+    }
+    all_ready(&w, &names).await;
+    let reconciles_of = |name: &str| {
+        w.calls()
+            .iter()
+            .filter(|c| c["call"] == "Reconcile" && c["name"] == name)
+            .count()
+    };
+    // Settled: no call is still on its way.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before: Vec<usize> = names.iter().map(|n| reconciles_of(n)).collect();
+
+    // Someone else takes the Lease, and then never renews it.
+    let leases: kube::Api<Lease> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    leases
+        .patch(
+            "kplug-databasetable-myorg.org",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "holderIdentity": "someone-else",
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseDurationSeconds": 3,
+            }})),
+        )
+        .await
+        .expect("take the Lease");
+    kplug_testenv::eventually("replica 0 stops leading", T, || async {
+        (leading(w.metrics_port).await == Some(0.0))
+            .then_some(())
+            .ok_or(format!(
+                "kplug_leader is {:?}",
+                leading(w.metrics_port).await
+            ))
+    })
+    .await;
+    until_leading(w.metrics_port, "replica 0, again").await;
+
+    for (name, before) in names.iter().zip(&before) {
+        kplug_testenv::eventually(
+            &format!("{name} is reconciled in the new term"),
+            T,
+            || async {
+                let now = reconciles_of(name);
+                (now > *before)
+                    .then_some(())
+                    .ok_or(format!("{now} Reconcile calls, as before the term"))
+            },
+        )
+        .await;
+    }
+    all_ready(&w, &names).await;
+}
