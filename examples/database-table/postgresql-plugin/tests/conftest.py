@@ -268,15 +268,18 @@ class PluginProcess:
         return _decode(self.stub.Finalize(request, timeout=60))
 
     def kill(self) -> None:
+        """SIGKILL, as a crash. The channel stays open: calls in flight must end
+        because the transport drops (UNAVAILABLE), as the operator sees it, not
+        because this client closed its own channel (CANCELLED). Call
+        :meth:`close` when done with it."""
         assert self.process is not None
         self.process.kill()
         self.process.wait(10)
-        self._close()
 
     def stop(self) -> int:
         """SIGTERM, as Kubernetes stops a container; returns the exit status."""
         assert self.process is not None
-        self._close()
+        self.close()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -285,7 +288,8 @@ class PluginProcess:
             self.process.kill()
             raise
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close this client's channel to the plugin (calls in flight are cancelled)."""
         if self._channel is not None:
             self._channel.close()
             self._channel = None

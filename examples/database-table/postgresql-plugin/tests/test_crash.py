@@ -84,4 +84,5 @@ def test_killed_mid_reconcile_then_restarted_converges(
     finally:
         if slow.process is not None and slow.process.poll() is None:
             slow.kill()
+        slow.close()
         shutil.rmtree(socket_dir, ignore_errors=True)
