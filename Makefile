@@ -42,6 +42,42 @@ $(TESTENV_BIN): $(TESTENV_SRC)
 	mv $(abspath $@).tmp $(abspath $@); \
 	echo "built $@ (kube-apiserver $$version) in $$(( $$(date +%s) - start ))s"
 
+# --- a real node: kube-testenv --node ----------------------------------------
+#
+# kubelet, kube-controller-manager, kube-scheduler and kubectl from the same
+# k8s.io/kubernetes module as kube-testenv (the `tool` lines of
+# testenv/go.mod), and the static pause program, next to kube-testenv, where
+# `kube-testenv --node` looks for them. containerd, runc and the CNI plugins
+# are Debian's packages, installed here when missing.
+NODE_BINS := kubelet kube-controller-manager kube-scheduler kubectl
+NODE_BIN_FILES := $(addprefix $(TARGET_DIR)/testenv/,$(NODE_BINS) pause)
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables iproute2
+
+.PHONY: node-binaries
+node-binaries: $(NODE_BIN_FILES) ## build kubelet, kube-controller-manager, kube-scheduler, kubectl and pause for kube-testenv --node; install containerd, runc and the CNI plugins when missing
+	@missing=""; for pkg in $(NODE_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "[node] installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(addprefix $(TARGET_DIR)/testenv/,$(NODE_BINS)) &: testenv/go.mod testenv/go.sum
+	@echo "[node] building $(NODE_BINS) (the first build takes several minutes; later ones reuse the Go build cache)..."
+	@mkdir -p $(TARGET_DIR)/testenv
+	@version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
+	major=$${version#v}; major=$${major%%.*}; \
+	minor=$${version#v*.}; minor=$${minor%%.*}; \
+	pkg=k8s.io/component-base/version; \
+	start=$$(date +%s); \
+	cd testenv && $(GO) build -trimpath -buildvcs=false \
+	  -ldflags "-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean" \
+	  -o $(abspath $(TARGET_DIR))/testenv/ $(addprefix k8s.io/kubernetes/cmd/,$(NODE_BINS)); \
+	echo "[node] built $(NODE_BINS) ($$version) in $$(( $$(date +%s) - start ))s"
+
+$(TARGET_DIR)/testenv/pause: testenv/pause/pause.c
+	@mkdir -p $(@D)
+	$(CC) -static -Os -Wall -Wextra -Werror -o $@ $<
+
 # --- build and test ---------------------------------------------------------
 
 # Tests run workspace binaries and examples (kplug-operator, plugins, the
@@ -60,7 +96,7 @@ test: testenv build databases python images test-rust test-python test-go-sdk te
 DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
-test-rust: testenv build databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
+test-rust: testenv node-binaries build databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
 	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 

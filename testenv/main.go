@@ -35,6 +35,7 @@ const usage = `kube-testenv: a real kube-apiserver with embedded etcd, on loopba
 
 Usage:
   kube-testenv --kubeconfig PATH [--port N] [--data-dir DIR] [--verbose] [--exit-on-stdin-eof]
+  kube-testenv --node --kubeconfig PATH [--load-image IMAGE]... [other flags]
 
 It picks free ports, generates self-signed certificates, keeps all state in a
 temporary directory removed at exit, writes an admin kubeconfig to PATH and
@@ -48,6 +49,19 @@ already holds them, and kept at exit, as is the kubeconfig. Started again with
 the same --data-dir and --port, it serves the same objects and writes the same
 kubeconfig: clients (and service-account tokens) from before keep working.
 One DIR can be used by one kube-testenv at a time.
+
+With --node (as root), it also runs a one-node cluster on this machine:
+kube-controller-manager, kube-scheduler and a kubelet with containerd, runc,
+a CNI bridge (pods on 10.88.0.0/16, the API server at 10.96.0.1:443) and a
+locally built pause image. The ready line is printed once the node is Ready.
+Each --load-image IMAGE is copied from the local Docker engine into the
+node's containerd (pods use imagePullPolicy IfNotPresent or Never: nothing is
+ever pulled). The node needs Debian's containerd, runc and
+containernetworking-plugins, and the kubelet, kube-controller-manager,
+kube-scheduler and pause binaries of "make node-binaries" next to
+kube-testenv (or in --node-bin-dir). Stopping removes every pod, and restores
+what the node changed on the machine: processes, mounts, network namespaces,
+the bridge, iptables rules, cgroups and sysctls.
 
 Flags:
 `
@@ -63,6 +77,7 @@ type options struct {
 	verbose        bool
 	readyTimeout   time.Duration
 	exitOnStdinEOF bool
+	node           nodeOptions
 }
 
 // shutdownTimeout bounds the graceful shutdown of kube-apiserver.
@@ -84,6 +99,12 @@ func parseFlags() options {
 	flag.BoolVar(&o.verbose, "verbose", false, "show kube-apiserver and etcd logs on stderr (default: kept in the state directory and shown only on failure)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "give up if /readyz is not ok within this time")
 	flag.BoolVar(&o.exitOnStdinEOF, "exit-on-stdin-eof", false, "also shut down when stdin is closed (for a parent that holds a pipe to it)")
+	flag.BoolVar(&o.node.enabled, "node", false, "also run a one-node cluster: kubelet, containerd, kube-controller-manager, kube-scheduler (root only)")
+	flag.StringVar(&o.node.binDir, "node-bin-dir", "", "where kubelet, kube-controller-manager, kube-scheduler and pause are (default: kube-testenv's own directory)")
+	flag.Func("load-image", "with --node: copy this image from the local Docker engine into the node (repeatable)", func(image string) error {
+		o.node.images = append(o.node.images, image)
+		return nil
+	})
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
@@ -92,6 +113,10 @@ func parseFlags() options {
 	if o.kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "kube-testenv: error: --kubeconfig PATH is required")
 		flag.Usage()
+		os.Exit(2)
+	}
+	if !o.node.enabled && (len(o.node.images) > 0 || o.node.binDir != "") {
+		fmt.Fprintln(os.Stderr, "kube-testenv: error: --load-image and --node-bin-dir need --node")
 		os.Exit(2)
 	}
 	if flag.NArg() > 0 {
@@ -166,6 +191,11 @@ func run(o options) error {
 	if err := checkWritable(kubeconfig); err != nil {
 		return err
 	}
+	if o.node.enabled {
+		if err := checkNode(&o.node); err != nil {
+			return err
+		}
+	}
 	apiListener, err := listenLoopback(o.port)
 	if err != nil {
 		return err
@@ -238,9 +268,17 @@ func run(o options) error {
 	}
 	defer etcd.Close()
 
+	args := apiserverArgs(apiPort, etcd.Clients[0].Addr().String(), pki)
+	nodeDir := filepath.Join(state, "node")
+	if o.node.enabled {
+		if err := prepareNode(nodeDir, pki); err != nil {
+			return fmt.Errorf("preparing the node: %w", err)
+		}
+		args = append(args, nodeAPIServerArgs(nodeDir)...)
+	}
 	apiserverDone := make(chan error, 1)
 	go func() {
-		apiserverDone <- runAPIServer(ctx, apiserverArgs(apiPort, etcd.Clients[0].Addr().String(), pki))
+		apiserverDone <- runAPIServer(ctx, args)
 	}()
 
 	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
@@ -260,9 +298,24 @@ func run(o options) error {
 	if !persistent {
 		defer os.Remove(kubeconfig)
 	}
+	nodeNote := ""
+	var n *node
+	if o.node.enabled {
+		n, err = startNode(ctx, o.node, nodeDir, server, apiPort, pki, client, say)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("stopped before the node was ready: %s", stopReason())
+			}
+			return fmt.Errorf("starting the node: %w", err)
+		}
+		// Also on the error paths below; normally it is stopped first thing
+		// on shutdown.
+		defer n.stop()
+		nodeNote = fmt.Sprintf(", node %s", n.name)
+	}
 
-	fmt.Printf("%s kube-apiserver %s at %s, etcd %s, in %.2fs; kubeconfig %s\n",
-		readyPrefix, version, server, etcdVersion(), time.Since(start).Seconds(), kubeconfig)
+	fmt.Printf("%s kube-apiserver %s at %s, etcd %s%s, in %.2fs; kubeconfig %s\n",
+		readyPrefix, version, server, etcdVersion(), nodeNote, time.Since(start).Seconds(), kubeconfig)
 
 	select {
 	case err := <-apiserverDone:
@@ -283,6 +336,9 @@ func run(o options) error {
 	}
 
 	say("%s; shutting down", stopReason())
+	if n != nil {
+		n.stop()
+	}
 	// kube-apiserver drains its requests and watches; bound the wait so a
 	// stuck shutdown cannot keep a test run (or CI) waiting. A second
 	// signal skips the wait. Either way the deferred clean-up runs.

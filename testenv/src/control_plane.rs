@@ -24,6 +24,10 @@ const READY_PREFIX: &str = "kube-testenv ready:";
 /// 60 s (its `--ready-timeout`); this only guards against a hung process.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// The same guard with a node: kube-testenv bounds the node's start at 120 s
+/// by itself, after loading the images (`docker save`, hundreds of MB).
+const NODE_START_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// How long [`ControlPlane::stop`] waits after SIGTERM before it kills.
 /// kube-testenv bounds its own shutdown at 15 s.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -47,6 +51,7 @@ pub struct ControlPlane {
     server: String,
     version: String,
     etcd_version: String,
+    node: Option<String>,
     ready_in: Duration,
     child: Mutex<Child>,
     // Held open for the life of the process; its close (at process exit, or
@@ -66,6 +71,8 @@ struct Restartable {
     owned_data_dir: bool,
     port: u16,
     verbose: bool,
+    node: bool,
+    load_images: Vec<String>,
 }
 
 /// How [`ControlPlane::start_with`] starts a control plane. Every field has a
@@ -108,6 +115,17 @@ pub struct StartOptions {
     /// Shows the API server's and etcd's logs on stderr (`--verbose`)
     /// instead of keeping them in `control-plane.log` in the data directory.
     pub verbose: bool,
+    /// Also runs a one-node cluster (`--node`): kube-controller-manager,
+    /// kube-scheduler and a kubelet with containerd, so that Deployments
+    /// run real pods. Root only; needs `make node-binaries` and Debian's
+    /// containerd, runc and containernetworking-plugins. Stopping removes
+    /// every pod and what the node changed on the machine.
+    pub node: bool,
+    /// With [`node`](Self::node): images copied from the local Docker engine
+    /// into the node's containerd (`--load-image`), for pods with
+    /// `imagePullPolicy: IfNotPresent` or `Never`. Loaded again on every
+    /// start.
+    pub load_images: Vec<String>,
 }
 
 /// How long a [`ControlPlane::restart`] took.
@@ -254,6 +272,7 @@ struct Launched {
     server: String,
     version: String,
     etcd_version: String,
+    node: Option<String>,
 }
 
 impl ControlPlane {
@@ -270,7 +289,7 @@ impl ControlPlane {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
-        let launched = launch(binary, &kubeconfig, Vec::new())?;
+        let launched = launch(binary, &kubeconfig, Vec::new(), START_TIMEOUT)?;
         Ok(Self::from_launched(launched, None))
     }
 
@@ -313,10 +332,17 @@ impl ControlPlane {
             owned_data_dir,
             port,
             verbose: options.verbose,
+            node: options.node,
+            load_images: options.load_images,
         };
         // kube-testenv creates the data directory; a failed first start
         // should not leave an owned one behind.
-        let launched = match launch(&restartable.binary, &kubeconfig, restartable.args()) {
+        let launched = match launch(
+            &restartable.binary,
+            &kubeconfig,
+            restartable.args(),
+            restartable.start_timeout(),
+        ) {
             Ok(launched) => launched,
             Err(err) => {
                 if owned_data_dir {
@@ -334,6 +360,7 @@ impl ControlPlane {
             server: launched.server,
             version: launched.version,
             etcd_version: launched.etcd_version,
+            node: launched.node,
             ready_in: launched.ready_in,
             child: Mutex::new(launched.child),
             stdin: Mutex::new(launched.stdin),
@@ -416,7 +443,12 @@ impl ControlPlane {
         if matches!(child.try_wait(), Ok(None)) {
             return Err(StartError::Running { pid: child.id() });
         }
-        let launched = launch(&restartable.binary, &self.kubeconfig, restartable.args())?;
+        let launched = launch(
+            &restartable.binary,
+            &self.kubeconfig,
+            restartable.args(),
+            restartable.start_timeout(),
+        )?;
         let ready_in = launched.ready_in;
         // Same port, same data directory, same kubeconfig: the server and
         // the kubeconfig path are those of the first start; the versions are
@@ -424,6 +456,7 @@ impl ControlPlane {
         self.server = launched.server;
         self.version = launched.version;
         self.etcd_version = launched.etcd_version;
+        self.node = launched.node;
         self.ready_in = ready_in;
         *self.child.get_mut().unwrap_or_else(|e| e.into_inner()) = launched.child;
         *self.stdin.get_mut().unwrap_or_else(|e| e.into_inner()) = launched.stdin;
@@ -494,6 +527,12 @@ impl ControlPlane {
         &self.etcd_version
     }
 
+    /// The node's name (the machine's host name) when the control plane runs
+    /// one ([`StartOptions::node`]).
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
+    }
+
     /// Time from starting the process to its ready line (of the latest
     /// start).
     pub fn ready_in(&self) -> Duration {
@@ -520,7 +559,22 @@ impl Restartable {
         if self.verbose {
             args.push("--verbose".into());
         }
+        if self.node {
+            args.push("--node".into());
+            for image in &self.load_images {
+                args.push("--load-image".into());
+                args.push(image.into());
+            }
+        }
         args
+    }
+
+    fn start_timeout(&self) -> Duration {
+        if self.node {
+            NODE_START_TIMEOUT
+        } else {
+            START_TIMEOUT
+        }
     }
 }
 
@@ -560,7 +614,12 @@ impl Drop for ControlPlane {
 
 /// Runs kube-testenv with `--kubeconfig kubeconfig --exit-on-stdin-eof` and
 /// `args`, and waits for its ready line.
-fn launch(binary: &Path, kubeconfig: &Path, args: Vec<OsString>) -> Result<Launched, StartError> {
+fn launch(
+    binary: &Path,
+    kubeconfig: &Path,
+    args: Vec<OsString>,
+    timeout: Duration,
+) -> Result<Launched, StartError> {
     if !binary.is_file() {
         return Err(StartError::BinaryMissing {
             path: binary.to_path_buf(),
@@ -629,7 +688,7 @@ fn launch(binary: &Path, kubeconfig: &Path, args: Vec<OsString>) -> Result<Launc
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     };
-    let line = match ready_rx.recv_timeout(START_TIMEOUT) {
+    let line = match ready_rx.recv_timeout(timeout) {
         Ok(line) => line,
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             let status = child.wait().map_err(|source| StartError::Spawn {
@@ -645,7 +704,7 @@ fn launch(binary: &Path, kubeconfig: &Path, args: Vec<OsString>) -> Result<Launc
             let _ = child.kill();
             let _ = child.wait();
             return Err(StartError::Timeout {
-                timeout: START_TIMEOUT,
+                timeout,
                 stderr: collected(stderr_reader),
             });
         }
@@ -662,6 +721,7 @@ fn launch(binary: &Path, kubeconfig: &Path, args: Vec<OsString>) -> Result<Launc
         server: parsed.server.to_owned(),
         version: parsed.version.to_owned(),
         etcd_version: parsed.etcd_version.to_owned(),
+        node: parsed.node.map(str::to_owned),
         ready_in,
         child,
         stdin,
@@ -696,12 +756,14 @@ fn pick_port() -> std::io::Result<u16> {
 }
 
 /// The parts of `kube-testenv ready: kube-apiserver v1.35.4 at
-/// https://127.0.0.1:PORT, etcd v3.6.5, in 3.21s; kubeconfig /abs/path`.
+/// https://127.0.0.1:PORT, etcd v3.6.5, in 3.21s; kubeconfig /abs/path`,
+/// with `, node NAME` after the etcd version when it runs a node.
 #[derive(Debug, PartialEq)]
 struct ReadyLine<'a> {
     version: &'a str,
     server: &'a str,
     etcd_version: &'a str,
+    node: Option<&'a str>,
     kubeconfig: &'a str,
 }
 
@@ -711,12 +773,17 @@ impl<'a> ReadyLine<'a> {
         let rest = rest.strip_prefix("kube-apiserver ")?;
         let (version, rest) = rest.split_once(" at ")?;
         let (server, rest) = rest.split_once(", etcd ")?;
-        let (etcd_version, rest) = rest.split_once(", in ")?;
+        let (etcd, rest) = rest.split_once(", in ")?;
+        let (etcd_version, node) = match etcd.split_once(", node ") {
+            Some((etcd_version, node)) => (etcd_version, Some(node)),
+            None => (etcd, None),
+        };
         let (_, kubeconfig) = rest.split_once("; kubeconfig ")?;
         Some(Self {
             version,
             server,
             etcd_version,
+            node,
             kubeconfig,
         })
     }
@@ -736,7 +803,20 @@ mod tests {
                 version: "v1.35.4",
                 server: "https://127.0.0.1:40123",
                 etcd_version: "v3.6.5",
+                node: None,
                 kubeconfig: "/tmp/some dir/kc",
+            })
+        );
+        let with_node = "kube-testenv ready: kube-apiserver v1.35.4 at https://127.0.0.1:40123, \
+                         etcd v3.6.5, node vm, in 6.36s; kubeconfig /tmp/kc";
+        assert_eq!(
+            ReadyLine::parse(with_node),
+            Some(ReadyLine {
+                version: "v1.35.4",
+                server: "https://127.0.0.1:40123",
+                etcd_version: "v3.6.5",
+                node: Some("vm"),
+                kubeconfig: "/tmp/kc",
             })
         );
     }

@@ -60,14 +60,41 @@
 //! `Terminating`, there is no garbage collection of owned objects, and no
 //! `default` ServiceAccount is created in new namespaces. Give every test its
 //! own namespace ([`namespace`]) instead of cleaning up.
+//!
+//! # A real node
+//!
+//! With [`StartOptions::node`] (root only), kube-testenv also runs
+//! kube-controller-manager, kube-scheduler and a kubelet with containerd, a
+//! CNI bridge and a locally built pause image: Deployments get real pods, which
+//! reach the API server at the `kubernetes` Service like in any cluster.
+//! Images come from the local Docker engine ([`StartOptions::load_images`]);
+//! nothing is pulled. Stopping removes every pod and restores what the node
+//! changed on the machine; [`HostSnapshot`] checks that.
+//!
+//! ```no_run
+//! # fn demo() -> anyhow::Result<()> {
+//! use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions};
+//! let before = HostSnapshot::take();
+//! let node = ControlPlane::start_with(StartOptions {
+//!     node: true,
+//!     load_images: vec!["ghcr.io/kplug/kplug-operator:0.1.0".into()],
+//!     ..StartOptions::default()
+//! })?;
+//! println!("node {} is Ready", node.node().unwrap_or_default());
+//! drop(node);
+//! assert!(before.leaks(&HostSnapshot::take()).is_empty());
+//! # Ok(()) }
+//! ```
 
 mod control_plane;
 mod eventually;
+mod host_state;
 mod kube_support;
 mod paths;
 
 pub use control_plane::{ControlPlane, RestartTiming, StartError, StartOptions, control_plane};
 pub use eventually::eventually;
+pub use host_state::HostSnapshot;
 pub use kube_support::{
     FIELD_MANAGER, client, client_from_kubeconfig, install_crd_yaml, install_crds, namespace,
     parse_crd_yaml,
