@@ -56,7 +56,8 @@ a CNI bridge (pods on 10.88.0.0/16, the API server at 10.96.0.1:443) and a
 locally built pause image. The ready line is printed once the node is Ready.
 Each --load-image IMAGE is copied from the local Docker engine into the
 node's containerd (pods use imagePullPolicy IfNotPresent or Never: nothing is
-ever pulled). The node needs Debian's containerd, runc and
+ever pulled). Each --expose-host-port PORT makes 127.0.0.1:PORT of this
+machine (a database, say) reachable from pods at 10.88.0.1:PORT. The node needs Debian's containerd, runc and
 containernetworking-plugins, and the kubelet, kube-controller-manager,
 kube-scheduler and pause binaries of "make node-binaries" next to
 kube-testenv (or in --node-bin-dir). Stopping removes every pod, and restores
@@ -105,6 +106,14 @@ func parseFlags() options {
 		o.node.images = append(o.node.images, image)
 		return nil
 	})
+	flag.Func("expose-host-port", "with --node: pods reach 127.0.0.1:PORT of this machine at the node's address, 10.88.0.1:PORT (repeatable; e.g. a database on loopback)", func(value string) error {
+		port, err := strconv.Atoi(value)
+		if err != nil || port < 1 || port > 65535 {
+			return fmt.Errorf("%q is not a TCP port", value)
+		}
+		o.node.hostPorts = append(o.node.hostPorts, port)
+		return nil
+	})
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
@@ -115,8 +124,8 @@ func parseFlags() options {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if !o.node.enabled && (len(o.node.images) > 0 || o.node.binDir != "") {
-		fmt.Fprintln(os.Stderr, "kube-testenv: error: --load-image and --node-bin-dir need --node")
+	if !o.node.enabled && (len(o.node.images) > 0 || o.node.binDir != "" || len(o.node.hostPorts) > 0) {
+		fmt.Fprintln(os.Stderr, "kube-testenv: error: --load-image, --expose-host-port and --node-bin-dir need --node")
 		os.Exit(2)
 	}
 	if flag.NArg() > 0 {

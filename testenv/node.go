@@ -32,10 +32,15 @@ import (
 // (the bridge and the kubelet's port are fixed).
 
 const (
-	nodeBridge     = "ktenv0"
-	nodeSubnet     = "10.88.0.0/16"
-	nodeIP         = "10.88.0.1"
-	apiServiceIP   = "10.96.0.1"
+	nodeBridge   = "ktenv0"
+	nodeSubnet   = "10.88.0.0/16"
+	nodeIP       = "10.88.0.1"
+	apiServiceIP = "10.96.0.1"
+	// serviceRange is the API server's --service-cluster-ip-range. Pods get
+	// a route to it through the node and no default route: what is not on
+	// the bridge or a Service address is unreachable, so nothing a pod
+	// sends can be forwarded off the machine.
+	serviceRange   = "10.96.0.0/16"
 	natChain       = "KUBE-TESTENV"
 	kubeletPort    = 10250
 	nodeReadyLimit = 120 * time.Second
@@ -52,6 +57,9 @@ type nodeOptions struct {
 	binDir string
 	// images are loaded from the local Docker engine into containerd.
 	images []string
+	// hostPorts are loopback ports of the machine that pods reach at the
+	// node's address (a database on 127.0.0.1, say).
+	hostPorts []int
 }
 
 // node is a running node: its processes and what to undo when it stops.
@@ -177,7 +185,7 @@ func startNode(ctx context.Context, o nodeOptions, dir, server string, apiPort i
 		}
 	}()
 
-	if err := n.startNetwork(apiPort); err != nil {
+	if err := n.startNetwork(apiPort, o.hostPorts); err != nil {
 		return n, err
 	}
 	if err := n.startContainerd(ctx, o); err != nil {
@@ -203,7 +211,7 @@ func startNode(ctx context.Context, o nodeOptions, dir, server string, apiPort i
 // startNetwork creates the bridge the CNI plugin attaches pods to, with the
 // node's address, and the DNAT rule that makes the `kubernetes` Service
 // reach the API server on loopback.
-func (n *node) startNetwork(apiPort int) error {
+func (n *node) startNetwork(apiPort int, hostPorts []int) error {
 	if err := command("ip", "link", "add", nodeBridge, "type", "bridge"); err != nil {
 		return err
 	}
@@ -228,6 +236,21 @@ func (n *node) startNetwork(apiPort int) error {
 	if err := command("iptables", "-w", "-t", "nat", "-A", natChain, "-d", apiServiceIP+"/32", "-p", "tcp", "--dport", "443",
 		"-j", "DNAT", "--to-destination", "127.0.0.1:"+strconv.Itoa(apiPort)); err != nil {
 		return err
+	}
+	for _, port := range hostPorts {
+		p := strconv.Itoa(port)
+		if err := command("iptables", "-w", "-t", "nat", "-A", natChain, "-d", nodeIP+"/32", "-p", "tcp", "--dport", p,
+			"-j", "DNAT", "--to-destination", "127.0.0.1:"+p); err != nil {
+			return err
+		}
+		// And from 127.0.0.1: a server on loopback trusts (pg_hba.conf,
+		// MariaDB's 'user'@'localhost') loopback clients, not the pod
+		// network it never listened on.
+		snat := []string{"INPUT", "-s", nodeSubnet, "-d", "127.0.0.1/32", "-p", "tcp", "--dport", p, "-j", "SNAT", "--to-source", "127.0.0.1"}
+		if err := command("iptables", append([]string{"-w", "-t", "nat", "-A"}, snat...)...); err != nil {
+			return err
+		}
+		n.natRules = append(n.natRules, snat)
 	}
 	rule := []string{"PREROUTING", "-i", nodeBridge, "-j", natChain}
 	if err := command("iptables", append([]string{"-w", "-t", "nat", "-A"}, rule...)...); err != nil {
@@ -679,12 +702,13 @@ func cniConfig(dir string) string {
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "routes": [{"dst": %q}],
         "dataDir": %q
       }
     }
   ]
 }
-`, nodeBridge, nodeSubnet, nodeIP, filepath.Join(dir, "cni-ipam"))
+`, nodeBridge, nodeSubnet, nodeIP, serviceRange, filepath.Join(dir, "cni-ipam"))
 }
 
 func kubeletConfig(dir, socket, caFile, resolv string) string {

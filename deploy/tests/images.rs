@@ -14,12 +14,13 @@
 //! They need the images (`make images`) and the databases' DSNs in the
 //! environment (`make test` sets them); without either they fail, saying so.
 
-use std::io::{Read, Write};
+use std::net::IpAddr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kplug_deploy_tests::http;
 use kplug_deploy_tests::repo_root;
 use kplug_deploy_tests::tools::run;
 use kplug_deploy_tests::yaml::items;
@@ -271,27 +272,6 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1alpha1", kind), plural)
 }
 
-/// `GET /readyz` on 127.0.0.1:`port`: the status code.
-fn readyz(port: u16) -> Result<u16, String> {
-    let mut stream =
-        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| e.to_string())?;
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or(response)
-}
-
 /// The `Ready` condition's status and observedGeneration, and
 /// status.implementation.
 fn readiness(table: &DynamicObject) -> (String, i64, String) {
@@ -413,10 +393,23 @@ async fn containers_converge_a_table_per_implementation_and_survive_a_plugin_kil
     };
 
     // Ready once the caches have synced (the pod's readiness probe).
+    let loopback = IpAddr::from([127, 0, 0, 1]);
     kplug_testenv::eventually("the operator's /readyz answers 200", T, || async {
-        match readyz(metrics_port) {
-            Ok(200) => Ok(()),
+        match http::get(loopback, metrics_port, "/readyz") {
+            Ok((200, _)) => Ok(()),
             other => Err(format!("{other:?}\n{}", operator.logs())),
+        }
+    })
+    .await;
+    // Every plugin registered before the tables are created: a table whose
+    // preferred implementation has not registered yet falls back to
+    // another one, and keeps it (the soak saw a PostgreSQL table land on
+    // MariaDB because the Python plugin registered 0.5 s later).
+    kplug_testenv::eventually("the three plugins are registered", T, || async {
+        let metrics = http::get(loopback, metrics_port, "/metrics")?.1;
+        match http::metric(&metrics, "kplug_plugins_registered") {
+            Some(n) if n == PLUGINS.len() as f64 => Ok(()),
+            n => Err(format!("kplug_plugins_registered {n:?}\n{}", logs())),
         }
     })
     .await;

@@ -73,6 +73,7 @@ struct Restartable {
     verbose: bool,
     node: bool,
     load_images: Vec<String>,
+    host_ports: Vec<u16>,
 }
 
 /// How [`ControlPlane::start_with`] starts a control plane. Every field has a
@@ -126,6 +127,10 @@ pub struct StartOptions {
     /// `imagePullPolicy: IfNotPresent` or `Never`. Loaded again on every
     /// start.
     pub load_images: Vec<String>,
+    /// With [`node`](Self::node): loopback ports of this machine that pods
+    /// reach at the node's address, `10.88.0.1:PORT` (`--expose-host-port`),
+    /// e.g. a database listening on 127.0.0.1.
+    pub host_ports: Vec<u16>,
 }
 
 /// How long a [`ControlPlane::restart`] took.
@@ -334,6 +339,7 @@ impl ControlPlane {
             verbose: options.verbose,
             node: options.node,
             load_images: options.load_images,
+            host_ports: options.host_ports,
         };
         // kube-testenv creates the data directory; a failed first start
         // should not leave an owned one behind.
@@ -564,6 +570,10 @@ impl Restartable {
             for image in &self.load_images {
                 args.push("--load-image".into());
                 args.push(image.into());
+            }
+            for port in &self.host_ports {
+                args.push("--expose-host-port".into());
+                args.push(port.to_string().into());
             }
         }
         args

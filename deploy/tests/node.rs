@@ -1,0 +1,721 @@
+//! The kustomize overlays on a real node (`kube-testenv --node`), applied the
+//! way users apply them (`kubectl apply -k manifests/overlays/<set>`), with
+//! the images of `make images` loaded into the node's containerd:
+//! - every overlay: both replicas Ready (their probes pass, `/readyz`
+//!   included) and a `DatabaseTable` converges on the overlay's
+//!   implementation, SQLite inside the pod, MariaDB and PostgreSQL against
+//!   the real servers on this machine's loopback;
+//! - in the pod: only the operator container holds an API token; every
+//!   container runs as non-root with a read-only root filesystem (checked in
+//!   the running processes); a plugin container that is killed is restarted
+//!   by the kubelet, registers again, and a table created meanwhile
+//!   converges; a new plugin image tag rolls out with every table staying
+//!   Ready;
+//! - nothing is left on the machine when the node stops.
+//!
+//! Root only; needs `make images`, `make node-binaries` and the databases'
+//! DSNs in the environment (`make test` provides all three).
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kplug_deploy_tests::{http, repo_root};
+use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions, eventually, target_dir};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// One node per machine: the tests take turns.
+static NODE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const NAMESPACE: &str = "kplug-system";
+/// Bound for a rollout on a busy machine: image unpacking, probes.
+const ROLLOUT: Duration = Duration::from_secs(180);
+/// Bound for a table to converge once the plugins run.
+const CONVERGE: Duration = Duration::from_secs(90);
+/// The node's address, where pods reach the exposed host ports.
+const NODE_IP: &str = "10.88.0.1";
+
+fn image(name: &str) -> String {
+    format!("ghcr.io/kplug/{name}:0.1.0")
+}
+
+/// The database ports on loopback, from the DSNs `make test` exports.
+fn dsn(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests with `make test` (it starts the databases)")
+    })
+}
+
+fn port_of(dsn: &str) -> u16 {
+    dsn.rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {dsn}"))
+}
+
+/// The same DSN as seen from a pod: the host's loopback port, exposed at
+/// the node's address.
+fn from_pod(dsn: &str) -> String {
+    dsn.replace("@127.0.0.1:", &format!("@{NODE_IP}:"))
+}
+
+/// A node with the overlay's images and the database ports exposed.
+fn start_node(images: &[&str]) -> ControlPlane {
+    let ports = [
+        port_of(&dsn("KPLUG_MARIADB_DSN")),
+        port_of(&dsn("KPLUG_POSTGRES_DSN")),
+    ];
+    ControlPlane::start_with(StartOptions {
+        node: true,
+        load_images: images.iter().map(|name| image(name)).collect(),
+        host_ports: ports.to_vec(),
+        ..StartOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("kube-testenv --node: {e}"))
+}
+
+/// `kubectl` (from `make node-binaries`) against the control plane, from the
+/// repository root, as a user types it.
+fn kubectl(control_plane: &ControlPlane, args: &[&str]) -> Output {
+    let binary = target_dir().join("testenv").join("kubectl");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `make node-binaries`",
+        binary.display()
+    );
+    Command::new(binary)
+        .args(args)
+        .env("KUBECONFIG", control_plane.kubeconfig_path())
+        .current_dir(repo_root())
+        .output()
+        .expect("running kubectl")
+}
+
+fn kubectl_ok(control_plane: &ControlPlane, args: &[&str]) -> String {
+    let output = kubectl(control_plane, args);
+    assert!(
+        output.status.success(),
+        "kubectl {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// What the pods say, for failure messages: statuses and the operator's
+/// log.
+fn diagnose(control_plane: &ControlPlane) -> String {
+    let pods = kubectl(
+        control_plane,
+        &["-n", NAMESPACE, "get", "pods", "-o", "wide"],
+    );
+    let events = kubectl(control_plane, &["-n", NAMESPACE, "get", "events"]);
+    let logs = kubectl(
+        control_plane,
+        &[
+            "-n",
+            NAMESPACE,
+            "logs",
+            "deploy/kplug-operator",
+            "--all-containers",
+            "--tail=40",
+        ],
+    );
+    format!(
+        "pods:\n{}\nevents:\n{}\nlogs:\n{}{}",
+        String::from_utf8_lossy(&pods.stdout),
+        String::from_utf8_lossy(&events.stdout),
+        String::from_utf8_lossy(&logs.stdout),
+        String::from_utf8_lossy(&logs.stderr)
+    )
+}
+
+/// Waits until every replica of the operator runs the latest template and is
+/// Ready: the probes (`/healthz`, `/readyz`) pass.
+async fn rolled_out(client: &Client, control_plane: &ControlPlane) {
+    let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
+    let done = tokio::time::timeout(ROLLOUT, async {
+        loop {
+            if let Ok(d) = deployments.get("kplug-operator").await {
+                let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let status = d.status.unwrap_or_default();
+                if status.observed_generation == d.metadata.generation
+                    && status.updated_replicas == Some(want)
+                    && status.ready_replicas == Some(want)
+                    && status.replicas == Some(want)
+                {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    if done.is_err() {
+        panic!(
+            "kplug-operator not rolled out within {ROLLOUT:?}\n{}",
+            tokio::task::block_in_place(|| diagnose(control_plane))
+        );
+    }
+}
+
+/// Waits until the operator of every pod has `count` plugins registered
+/// (its `kplug_plugins_registered` gauge, read from the host at the pod's
+/// address). A table created before its preferred implementation has
+/// registered falls back to another one and keeps it.
+async fn plugins_registered(client: &Client, count: usize) {
+    eventually(
+        &format!("{count} plugin(s) registered in every pod"),
+        ROLLOUT,
+        || async {
+            let pods = operator_pods(client).await;
+            if pods.is_empty() {
+                return Err("no pods".to_owned());
+            }
+            for pod in pods {
+                let ip: IpAddr = pod
+                    .status
+                    .and_then(|s| s.pod_ip)
+                    .ok_or("a pod without an address")?
+                    .parse()
+                    .map_err(|e| format!("{e}"))?;
+                let metrics = http::get(ip, 8080, "/metrics")?.1;
+                match http::metric(&metrics, "kplug_plugins_registered") {
+                    Some(n) if n == count as f64 => {}
+                    n => {
+                        return Err(format!(
+                            "{}: kplug_plugins_registered {n:?}",
+                            pod.metadata.name.unwrap_or_default()
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
+
+fn tables(client: &Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTable"),
+        "databasetables",
+    );
+    Api::namespaced_with(client.clone(), "default", &resource)
+}
+
+/// The walkthrough's `users` extensions, shared by every table here.
+const EXTENSIONS: [(&str, &str, &str); 3] = [
+    (
+        "DatabaseTableMariaDbExtension",
+        "databasetablemariadbextensions",
+        r#"{"storageEngine": "InnoDB"}"#,
+    ),
+    (
+        "DatabaseTablePostgreSqlExtension",
+        "databasetablepostgresqlextensions",
+        r#"{"partitionBy": "hash"}"#,
+    ),
+    (
+        "DatabaseTableSqliteExtension",
+        "databasetablesqliteextensions",
+        r#"{"indexes": ["name"]}"#,
+    ),
+];
+
+/// The walkthrough's `users` table under another name, preferring
+/// `implementation`, with its three extensions.
+async fn create_table(client: &Client, name: &str, implementation: &str) {
+    for (kind, plural, spec) in EXTENSIONS {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("myorg.org", "v1alpha1", kind),
+            plural,
+        );
+        let extension: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "myorg.org/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "users"},
+            "spec": serde_json::from_str::<Value>(spec).unwrap(),
+        }))
+        .unwrap();
+        match Api::<DynamicObject>::namespaced_with(client.clone(), "default", &resource)
+            .create(&PostParams::default(), &extension)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating the {kind} users: {e}"),
+        }
+    }
+    let table: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "myorg.org/v1alpha1",
+        "kind": "DatabaseTable",
+        "metadata": {"name": name},
+        "spec": {
+            "serverName": "authorization-cluster",
+            "preferredImplementation": implementation,
+            "columns": [{"name": "id", "type": "uint64"}, {"name": "name", "type": "string"}],
+            "extensions": [
+                {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension", "name": "users"},
+                {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTablePostgreSqlExtension", "name": "users"},
+                {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableSqliteExtension", "name": "users"},
+            ],
+        },
+    }))
+    .expect("a DatabaseTable");
+    tables(client)
+        .create(&PostParams::default(), &table)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+}
+
+/// The Ready condition's status, its observedGeneration and the chosen
+/// implementation.
+fn readiness(table: &DynamicObject) -> (String, i64, String) {
+    let ready = table.data["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        ready["status"].as_str().unwrap_or_default().to_owned(),
+        ready["observedGeneration"].as_i64().unwrap_or(-1),
+        table.data["status"]["implementation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+async fn converged(
+    client: &Client,
+    control_plane: &ControlPlane,
+    name: &str,
+    implementation: &str,
+) {
+    let tables = tables(client);
+    let done = tokio::time::timeout(CONVERGE, async {
+        loop {
+            if let Ok(table) = tables.get(name).await {
+                let (ready, observed, chosen) = readiness(&table);
+                if ready == "True"
+                    && Some(observed) == table.metadata.generation
+                    && chosen == implementation
+                {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    if done.is_err() {
+        let table = tables.get(name).await.map(|t| t.data["status"].clone());
+        panic!(
+            "{name} not Ready on {implementation} within {CONVERGE:?}; status: {table:?}\n{}",
+            tokio::task::block_in_place(|| diagnose(control_plane))
+        );
+    }
+}
+
+/// The Secret a database component references (its kustomization says how
+/// users create it): serverName -> DSN, as seen from the pod.
+fn create_servers_secret(control_plane: &ControlPlane, dir: &Path, plugin: &str, var: &str) {
+    let file = dir.join(format!("{plugin}-servers.json"));
+    std::fs::write(
+        &file,
+        json!({"authorization-cluster": from_pod(&dsn(var))}).to_string(),
+    )
+    .unwrap();
+    let from_file = format!("--from-file=servers.json={}", file.display());
+    // The overlay creates the namespace too; the Secret comes first here.
+    let _ = kubectl(control_plane, &["create", "namespace", NAMESPACE]);
+    kubectl_ok(
+        control_plane,
+        &[
+            "-n",
+            NAMESPACE,
+            "create",
+            "secret",
+            "generic",
+            &format!("kplug-{plugin}-servers"),
+            &from_file,
+        ],
+    );
+}
+
+/// Each overlay on a node of its own: both replicas Ready, a table converging
+/// on the overlay's implementation, nothing left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
+    let _turn = NODE.lock().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let overlays: [(&str, &[&str], &str); 4] = [
+        ("sqlite", &["kplug-operator", "sqlite-plugin"], "SQLite"),
+        ("mariadb", &["kplug-operator", "mariadb-plugin"], "MariaDB"),
+        (
+            "postgresql",
+            &["kplug-operator", "postgresql-plugin"],
+            "PostgreSQL",
+        ),
+        (
+            "all",
+            &[
+                "kplug-operator",
+                "sqlite-plugin",
+                "mariadb-plugin",
+                "postgresql-plugin",
+            ],
+            "PostgreSQL",
+        ),
+    ];
+    for (overlay, images, implementation) in overlays {
+        let before = HostSnapshot::take();
+        let control_plane = tokio::task::block_in_place(|| start_node(images));
+        let client = control_plane.client().await.expect("client");
+        tokio::task::block_in_place(|| {
+            if images.contains(&"mariadb-plugin") {
+                create_servers_secret(
+                    &control_plane,
+                    secrets.path(),
+                    "mariadb",
+                    "KPLUG_MARIADB_DSN",
+                );
+            }
+            if images.contains(&"postgresql-plugin") {
+                create_servers_secret(
+                    &control_plane,
+                    secrets.path(),
+                    "postgresql",
+                    "KPLUG_POSTGRES_DSN",
+                );
+            }
+            kubectl_ok(
+                &control_plane,
+                &["apply", "-k", &format!("manifests/overlays/{overlay}")],
+            );
+        });
+        rolled_out(&client, &control_plane).await;
+        plugins_registered(&client, images.len() - 1).await;
+        let name = format!("node-{overlay}");
+        create_table(&client, &name, implementation).await;
+        converged(&client, &control_plane, &name, implementation).await;
+        eprintln!("overlay {overlay}: 2 replicas Ready, {name} Ready on {implementation}");
+
+        // The table goes before the node does (its finalizer drops it in
+        // the real database).
+        tables(&client)
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete the table");
+        eventually(
+            &format!("{name} is finalized and gone"),
+            CONVERGE,
+            || async {
+                match tables(&client).get_opt(&name).await {
+                    Ok(None) => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await;
+        drop(client);
+        tokio::task::block_in_place(|| drop(control_plane));
+        let leaks = before.leaks(&HostSnapshot::take());
+        assert!(
+            leaks.is_empty(),
+            "overlay {overlay}: the node left this behind:\n{}",
+            leaks.join("\n")
+        );
+    }
+}
+
+/// A process of a running container, found from the host: the pod's
+/// processes are in its cgroup, and the container's name is its command.
+struct ContainerProcess {
+    pid: u32,
+}
+
+impl ContainerProcess {
+    /// The process named `comm` (at most 15 characters) in pod `pod_uid`.
+    fn find(pod_uid: &str, comm: &str) -> Option<Self> {
+        // cgroupfs spells the pod's cgroup `pod<uid>`.
+        let marker = format!("pod{pod_uid}");
+        std::fs::read_dir("/proc")
+            .ok()?
+            .filter_map(Result::ok)
+            .find_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+                (name.trim() == comm && cgroup.contains(&marker)).then_some(Self { pid })
+            })
+    }
+
+    fn root(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root", self.pid))
+    }
+
+    /// The effective uid (`Uid:` in /proc/<pid>/status).
+    fn uid(&self) -> u32 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok())
+            .expect("a Uid line")
+    }
+
+    /// Whether its root filesystem is mounted read-only.
+    fn read_only_root(&self) -> bool {
+        let mounts = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.pid)).unwrap();
+        mounts.lines().any(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            fields.get(4) == Some(&"/")
+                && fields
+                    .get(5)
+                    .is_some_and(|o| o.split(',').any(|o| o == "ro"))
+        })
+    }
+
+    fn kill(&self) {
+        nix_kill(self.pid);
+    }
+}
+
+fn nix_kill(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -KILL {pid}");
+}
+
+async fn operator_pods(client: &Client) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=kplug-operator"))
+        .await
+        .expect("list the operator's pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+fn restarts(pod: &Pod, container: &str) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == container))
+        .map_or(0, |c| c.restart_count)
+}
+
+/// The SQLite overlay's pods, looked into from the host: tokens, users,
+/// read-only roots; then a killed sidecar and a plugin upgrade.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
+    let _turn = NODE.lock().await;
+    let before = HostSnapshot::take();
+    let control_plane =
+        tokio::task::block_in_place(|| start_node(&["kplug-operator", "sqlite-plugin"]));
+    let client = control_plane.client().await.expect("client");
+    tokio::task::block_in_place(|| {
+        kubectl_ok(
+            &control_plane,
+            &["apply", "-k", "manifests/overlays/sqlite"],
+        )
+    });
+    rolled_out(&client, &control_plane).await;
+    plugins_registered(&client, 1).await;
+    create_table(&client, "first", "SQLite").await;
+    converged(&client, &control_plane, "first", "SQLite").await;
+
+    // Inside every running container of both pods.
+    for pod in operator_pods(&client).await {
+        let uid = pod.uid().expect("a pod uid");
+        let operator =
+            ContainerProcess::find(&uid, "kplug-operator").expect("the operator's process");
+        let plugin = ContainerProcess::find(&uid, "sqlite-plugin").expect("the plugin's process");
+        let secrets = Path::new("var/run/secrets/kubernetes.io/serviceaccount/token");
+        assert!(
+            operator.root().join(secrets).is_file(),
+            "the operator holds its token"
+        );
+        assert!(
+            !plugin.root().join("var/run/secrets").exists(),
+            "the plugin container has no /var/run/secrets"
+        );
+        for (what, process) in [("operator", &operator), ("sqlite-plugin", &plugin)] {
+            assert_ne!(process.uid(), 0, "{what} runs as root");
+            assert!(
+                process.read_only_root(),
+                "{what}: its root filesystem is writable"
+            );
+        }
+        // Its socket, created on that read-only root's volume, as its user.
+        let socket = plugin
+            .root()
+            .join("var/run/kplug/plugins/sqlite/plugin.sock");
+        let meta = std::fs::metadata(&socket).expect("the plugin's socket");
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), plugin.uid());
+    }
+
+    // A killed plugin container: the kubelet restarts it, it registers
+    // again, and a table created while it was down converges.
+    let pods = operator_pods(&client).await;
+    for pod in &pods {
+        let uid = pod.uid().unwrap();
+        ContainerProcess::find(&uid, "sqlite-plugin")
+            .expect("the plugin's process")
+            .kill();
+    }
+    create_table(&client, "while-down", "SQLite").await;
+    let pods_api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    for pod in &pods {
+        let name = pod.name_any();
+        eventually(
+            &format!("{name}: the kubelet restarts sqlite-plugin"),
+            ROLLOUT,
+            || async {
+                let pod = pods_api.get(&name).await.map_err(|e| e.to_string())?;
+                if restarts(&pod, "sqlite-plugin") >= 1 {
+                    Ok(())
+                } else {
+                    Err("no restart yet".to_owned())
+                }
+            },
+        )
+        .await;
+    }
+    converged(&client, &control_plane, "while-down", "SQLite").await;
+    rolled_out(&client, &control_plane).await;
+
+    // A new plugin image tag, set in an overlay of the user's own, rolls out
+    // (a new pod Ready before an old one goes); every table stays Ready.
+    let overlay = tempfile::Builder::new()
+        .prefix("upgrade-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
+    let base = pathdiff(
+        &repo_root().join("manifests/overlays/sqlite"),
+        overlay.path(),
+    );
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\nimages:\n- name: ghcr.io/kplug/sqlite-plugin\n  newTag: 0.1.1\n"
+        ),
+    )
+    .unwrap();
+    tag_in_node(
+        &control_plane,
+        &image("sqlite-plugin"),
+        "ghcr.io/kplug/sqlite-plugin:0.1.1",
+    );
+    let overlay_arg = overlay.path().display().to_string();
+    tokio::task::block_in_place(|| kubectl_ok(&control_plane, &["apply", "-k", &overlay_arg]));
+    let watch_tables = {
+        let tables = tables(&client);
+        tokio::spawn(async move {
+            let mut not_ready = Vec::new();
+            loop {
+                if let Ok(list) = tables.list(&ListParams::default()).await {
+                    // The tables that were Ready before the rollout.
+                    let before = ["first", "while-down"];
+                    for table in list
+                        .items
+                        .into_iter()
+                        .filter(|t| before.contains(&t.name_any().as_str()))
+                    {
+                        let (ready, _, _) = readiness(&table);
+                        if ready != "True" {
+                            not_ready.push(format!(
+                                "{}: Ready={ready:?} {}",
+                                table.name_any(),
+                                table.data["status"]
+                            ));
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if not_ready.len() > 100 {
+                    return not_ready;
+                }
+            }
+        })
+    };
+    rolled_out(&client, &control_plane).await;
+    for pod in operator_pods(&client).await {
+        let spec_image = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == "sqlite-plugin"))
+            .and_then(|c| c.image.clone());
+        assert_eq!(
+            spec_image.as_deref(),
+            Some("ghcr.io/kplug/sqlite-plugin:0.1.1")
+        );
+    }
+    create_table(&client, "after-upgrade", "SQLite").await;
+    converged(&client, &control_plane, "after-upgrade", "SQLite").await;
+    watch_tables.abort();
+    let not_ready = match watch_tables.await {
+        Ok(not_ready) => not_ready,
+        Err(e) if e.is_cancelled() => Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    assert!(
+        not_ready.is_empty(),
+        "tables not Ready during the rollout:\n{}",
+        not_ready.join("\n")
+    );
+
+    drop(client);
+    tokio::task::block_in_place(|| drop(control_plane));
+    let leaks = before.leaks(&HostSnapshot::take());
+    assert!(
+        leaks.is_empty(),
+        "the node left this behind:\n{}",
+        leaks.join("\n")
+    );
+}
+
+/// Tags an image in the node's containerd: a "new release" of the same
+/// content, as a registry would serve it.
+fn tag_in_node(control_plane: &ControlPlane, from: &str, to: &str) {
+    let socket = control_plane
+        .data_dir()
+        .expect("a node's control plane has a data directory")
+        .join("node/containerd.sock");
+    let output = Command::new("ctr")
+        .args(["--address"])
+        .arg(&socket)
+        .args(["--namespace", "k8s.io", "images", "tag", from, to])
+        .output()
+        .expect("running ctr");
+    assert!(
+        output.status.success(),
+        "ctr images tag: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `target` relative to `from` (both absolute, under the repository).
+fn pathdiff(target: &Path, from: &Path) -> String {
+    let depth = from
+        .strip_prefix(repo_root())
+        .expect("under the repository")
+        .components()
+        .count();
+    let up = "../".repeat(depth);
+    format!(
+        "{up}{}",
+        target.strip_prefix(repo_root()).unwrap().display()
+    )
+}
