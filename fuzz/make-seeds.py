@@ -15,6 +15,11 @@ import struct
 ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
 
 
+# --- gRPC framing -------------------------------------------------------------
+def grpc_frame(message):
+    return b"\x00" + struct.pack(">I", len(message)) + message
+
+
 # --- protobuf ---------------------------------------------------------------
 def varint(n):
     n &= (1 << 64) - 1
@@ -158,6 +163,18 @@ SEEDS = {
         "proto-events-17": b"\x01" + finalize(events=[event("E", "m")] * 17),
         "proto-not-sent": b"\x01" + finalize(events=[event("E", "m", 2, obj_ref("Secret", "db", "v1"))]),
         "structured": b"\x00" + bytes(range(1, 64)),
+    },
+    # A limit byte (even: the operator's 2 MiB default; odd: the next byte)
+    # and a gRPC body: per frame a compressed flag, a big-endian u32 length
+    # and the message.
+    "response_frames": {
+        "two-messages": b"\x00" + grpc_frame(reconcile(message="ok")) + grpc_frame(reconcile(outcome=2)),
+        "empty-message": b"\x00" + grpc_frame(b""),
+        "declared-50MB": b"\x00" + b"\x00" + struct.pack(">I", 50 * 1024 * 1024) + b"\x08\x01",
+        "over-small-limit": b"\x01\x10" + grpc_frame(reconcile(message="x" * 40)),
+        "at-small-limit": b"\x01\x10" + grpc_frame(reconcile(message="x" * 12)),
+        "compressed-flag": b"\x00" + b"\x01" + struct.pack(">I", 2) + b"\x08\x01",
+        "truncated": b"\x00" + grpc_frame(reconcile(message="cut"))[:-2],
     },
 }
 
