@@ -231,7 +231,8 @@ func (n *node) startNetwork(apiPort int, hostPorts []int) error {
 	// A chain of our own, so that stopping removes exactly what we added.
 	_ = command("iptables", "-w", "-t", "nat", "-X", natChain) // a leftover, empty chain
 	if err := command("iptables", "-w", "-t", "nat", "-N", natChain); err != nil {
-		return fmt.Errorf("%w (another kube-testenv --node may be running)", err)
+		return fmt.Errorf("%w: another kube-testenv --node runs on this machine, or one was killed before it could clean up (then: iptables -t nat -D PREROUTING -i %s -j %s; iptables -t nat -F %s; iptables -t nat -X %s)",
+			err, nodeBridge, natChain, natChain, natChain)
 	}
 	if err := command("iptables", "-w", "-t", "nat", "-A", natChain, "-d", apiServiceIP+"/32", "-p", "tcp", "--dport", "443",
 		"-j", "DNAT", "--to-destination", "127.0.0.1:"+strconv.Itoa(apiPort)); err != nil {

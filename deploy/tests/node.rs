@@ -6,8 +6,11 @@
 //!   implementation, SQLite inside the pod, MariaDB and PostgreSQL against
 //!   the real servers on this machine's loopback;
 //! - in the pod: only the operator container holds an API token; every
-//!   container runs as non-root with a read-only root filesystem (checked in
-//!   the running processes); a plugin container that is killed is restarted
+//!   container runs as its own non-root UID (the plugin's is the one the
+//!   operator accepts its name from) with a read-only root filesystem
+//!   (checked in the running processes); the pod has no route off the
+//!   machine and no DNS server but its own loopback; a plugin container that
+//!   is killed is restarted
 //!   by the kubelet, registers again, and a table created meanwhile
 //!   converges; a new plugin image tag rolls out with every table staying
 //!   Ready;
@@ -551,13 +554,38 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
             !plugin.root().join("var/run/secrets").exists(),
             "the plugin container has no /var/run/secrets"
         );
-        for (what, process) in [("operator", &operator), ("sqlite-plugin", &plugin)] {
-            assert_ne!(process.uid(), 0, "{what} runs as root");
+        // Each as the UID the manifests give it: the operator accepts the
+        // plugin name sqlite only from 10001 (KPLUG_PLUGIN_UID_SQLITE).
+        for (what, process, uid) in [
+            ("operator", &operator, 65532),
+            ("sqlite-plugin", &plugin, 10001),
+        ] {
+            assert_eq!(process.uid(), uid, "{what}'s user");
             assert!(
                 process.read_only_root(),
                 "{what}: its root filesystem is writable"
             );
         }
+        // Nothing a pod sends can leave the machine: no route but the
+        // bridge and the Service range, and names resolve against the
+        // pod's own loopback.
+        let outside = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", operator.pid))
+            .args(["bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/80"])
+            .output()
+            .expect("running nsenter");
+        let said = String::from_utf8_lossy(&outside.stderr);
+        assert!(
+            !outside.status.success() && said.contains("Network is unreachable"),
+            "a connection from the pod to an outside address: {said}"
+        );
+        let resolv = std::fs::read_to_string(operator.root().join("etc/resolv.conf"))
+            .expect("the operator's resolv.conf");
+        let nameservers: Vec<&str> = resolv
+            .lines()
+            .filter_map(|l| l.strip_prefix("nameserver "))
+            .collect();
+        assert_eq!(nameservers, ["127.0.0.1"], "{resolv}");
         // Its socket, created on that read-only root's volume, as its user.
         let socket = plugin
             .root()
