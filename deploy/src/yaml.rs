@@ -55,6 +55,25 @@ pub fn items<'a>(value: &'a Value, pointer: &str) -> &'a [Value] {
         .unwrap_or(&[])
 }
 
+/// A kplug base object's readiness, from its JSON (`DynamicObject::data`):
+/// the `Ready` condition's status and observedGeneration (-1 when absent),
+/// and `status.implementation`.
+pub fn readiness(object: &Value) -> (String, i64, String) {
+    let ready = items(object, "/status/conditions")
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    (
+        ready["status"].as_str().unwrap_or_default().to_owned(),
+        ready["observedGeneration"].as_i64().unwrap_or(-1),
+        object["status"]["implementation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use kplug_deploy_tests::http;
 use kplug_deploy_tests::repo_root;
 use kplug_deploy_tests::tools::run;
-use kplug_deploy_tests::yaml::items;
+use kplug_deploy_tests::yaml::{items, readiness};
 use kplug_testenv::ControlPlane;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -272,24 +272,6 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1alpha1", kind), plural)
 }
 
-/// The `Ready` condition's status and observedGeneration, and
-/// status.implementation.
-fn readiness(table: &DynamicObject) -> (String, i64, String) {
-    let ready = items(&table.data, "/status/conditions")
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .cloned()
-        .unwrap_or_default();
-    (
-        ready["status"].as_str().unwrap_or_default().to_owned(),
-        ready["observedGeneration"].as_i64().unwrap_or(-1),
-        table.data["status"]["implementation"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
-}
-
 async fn until_ready(
     tables: &Api<DynamicObject>,
     name: &str,
@@ -301,7 +283,7 @@ async fn until_ready(
         T,
         || async {
             let table = tables.get(name).await.map_err(|e| e.to_string())?;
-            let (ready, observed, chosen) = readiness(&table);
+            let (ready, observed, chosen) = readiness(&table.data);
             if ready == "True"
                 && Some(observed) == table.metadata.generation
                 && chosen == implementation

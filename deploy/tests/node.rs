@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use kplug_deploy_tests::yaml::readiness;
 use kplug_deploy_tests::{http, repo_root};
 use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions, eventually, target_dir};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
@@ -80,6 +81,18 @@ fn start_node(images: &[&str]) -> ControlPlane {
         ..StartOptions::default()
     })
     .unwrap_or_else(|e| panic!("kube-testenv --node: {e}"))
+}
+
+/// Stops the node (dropping the control plane stops kube-testenv, which
+/// removes its pods) and asserts that the machine is as `before`.
+fn stop_and_check(control_plane: ControlPlane, before: &HostSnapshot, what: &str) {
+    tokio::task::block_in_place(|| drop(control_plane));
+    let leaks = before.leaks(&HostSnapshot::take());
+    assert!(
+        leaks.is_empty(),
+        "{what}: the node left this behind:\n{}",
+        leaks.join("\n")
+    );
 }
 
 /// `kubectl` (from `make node-binaries`) against the control plane, from the
@@ -278,24 +291,6 @@ async fn create_table(client: &Client, name: &str, implementation: &str) {
         .unwrap_or_else(|e| panic!("creating {name}: {e}"));
 }
 
-/// The Ready condition's status, its observedGeneration and the chosen
-/// implementation.
-fn readiness(table: &DynamicObject) -> (String, i64, String) {
-    let ready = table.data["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    (
-        ready["status"].as_str().unwrap_or_default().to_owned(),
-        ready["observedGeneration"].as_i64().unwrap_or(-1),
-        table.data["status"]["implementation"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
-}
-
 async fn converged(
     client: &Client,
     control_plane: &ControlPlane,
@@ -306,7 +301,7 @@ async fn converged(
     let done = tokio::time::timeout(CONVERGE, async {
         loop {
             if let Ok(table) = tables.get(name).await {
-                let (ready, observed, chosen) = readiness(&table);
+                let (ready, observed, chosen) = readiness(&table.data);
                 if ready == "True"
                     && Some(observed) == table.metadata.generation
                     && chosen == implementation
@@ -429,13 +424,7 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
         )
         .await;
         drop(client);
-        tokio::task::block_in_place(|| drop(control_plane));
-        let leaks = before.leaks(&HostSnapshot::take());
-        assert!(
-            leaks.is_empty(),
-            "overlay {overlay}: the node left this behind:\n{}",
-            leaks.join("\n")
-        );
+        stop_and_check(control_plane, &before, &format!("overlay {overlay}"));
     }
 }
 
@@ -488,16 +477,12 @@ impl ContainerProcess {
     }
 
     fn kill(&self) {
-        nix_kill(self.pid);
+        let status = Command::new("kill")
+            .args(["-KILL", &self.pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -KILL {}", self.pid);
     }
-}
-
-fn nix_kill(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -KILL {pid}");
 }
 
 async fn operator_pods(client: &Client) -> Vec<Pod> {
@@ -661,7 +646,7 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
                         .into_iter()
                         .filter(|t| before.contains(&t.name_any().as_str()))
                     {
-                        let (ready, _, _) = readiness(&table);
+                        let (ready, _, _) = readiness(&table.data);
                         if ready != "True" {
                             not_ready.push(format!(
                                 "{}: Ready={ready:?} {}",
@@ -705,13 +690,7 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
     );
 
     drop(client);
-    tokio::task::block_in_place(|| drop(control_plane));
-    let leaks = before.leaks(&HostSnapshot::take());
-    assert!(
-        leaks.is_empty(),
-        "the node left this behind:\n{}",
-        leaks.join("\n")
-    );
+    stop_and_check(control_plane, &before, "the sqlite pod test");
 }
 
 /// Tags an image in the node's containerd: a "new release" of the same
