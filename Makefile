@@ -26,19 +26,23 @@ help: ## show this help
 testenv: $(TESTENV_BIN) ## build target/testenv/kube-testenv (kube-apiserver + etcd for tests); no-op when up to date
 
 # The version is the k8s.io/kubernetes requirement in testenv/go.mod. It is
-# stamped into the binary because a module build does not set it (the API
-# server would report v0.0.0 and clients would see an unknown version).
+# stamped into every binary built from that module because a module build
+# does not set it (the API server would report v0.0.0 and clients would see
+# an unknown version). A recipe line that starts with $(K8S_BUILD) sets
+# $$version and the $$ldflags that $(GO_BUILD) uses, in testenv/
+GO_BUILD = $(GO) build -trimpath -buildvcs=false -ldflags "$$ldflags"
+K8S_BUILD = version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
+	major=$${version\#v}; major=$${major%%.*}; \
+	minor=$${version\#v*.}; minor=$${minor%%.*}; \
+	pkg=k8s.io/component-base/version; \
+	ldflags="-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean"
+
 $(TESTENV_BIN): $(TESTENV_SRC)
 	@echo "building kube-apiserver for $@ (the first build takes several minutes; later ones reuse the Go build cache)..."
 	@mkdir -p $(@D)
-	@version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
-	major=$${version#v}; major=$${major%%.*}; \
-	minor=$${version#v*.}; minor=$${minor%%.*}; \
-	pkg=k8s.io/component-base/version; \
+	@$(K8S_BUILD); \
 	start=$$(date +%s); \
-	cd testenv && $(GO) build -trimpath -buildvcs=false \
-	  -ldflags "-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean" \
-	  -o $(abspath $@).tmp . ; \
+	cd testenv && $(GO_BUILD) -o $(abspath $@).tmp . ; \
 	mv $(abspath $@).tmp $(abspath $@); \
 	echo "built $@ (kube-apiserver $$version) in $$(( $$(date +%s) - start ))s"
 
@@ -64,14 +68,9 @@ node-binaries: $(NODE_BIN_FILES) ## build kubelet, kube-controller-manager, kube
 $(addprefix $(TARGET_DIR)/testenv/,$(NODE_BINS)) &: testenv/go.mod testenv/go.sum
 	@echo "[node] building $(NODE_BINS) (the first build takes several minutes; later ones reuse the Go build cache)..."
 	@mkdir -p $(TARGET_DIR)/testenv
-	@version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
-	major=$${version#v}; major=$${major%%.*}; \
-	minor=$${version#v*.}; minor=$${minor%%.*}; \
-	pkg=k8s.io/component-base/version; \
+	@$(K8S_BUILD); \
 	start=$$(date +%s); \
-	cd testenv && $(GO) build -trimpath -buildvcs=false \
-	  -ldflags "-s -w -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor -X $$pkg.gitTreeState=clean" \
-	  -o $(abspath $(TARGET_DIR))/testenv/ $(addprefix k8s.io/kubernetes/cmd/,$(NODE_BINS)); \
+	cd testenv && $(GO_BUILD) -o $(abspath $(TARGET_DIR))/testenv/ $(addprefix k8s.io/kubernetes/cmd/,$(NODE_BINS)); \
 	echo "[node] built $(NODE_BINS) ($$version) in $$(( $$(date +%s) - start ))s"
 
 $(TARGET_DIR)/testenv/pause: testenv/pause/pause.c
