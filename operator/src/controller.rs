@@ -255,7 +255,9 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
     // With one implementation per object, reaching it ends the wait; with
     // every plugin, the object waits on for plugins that have not served it.
     match ctx.settings.selection {
-        SelectionMode::Preferred => ctx.waiting.done(&ctx.object_ref(obj)),
+        SelectionMode::Preferred => {
+            ctx.waiting.done(&ctx.object_ref(obj));
+        }
         SelectionMode::All => ctx.waiting.wait(
             ctx.object_ref(obj),
             Need::PluginBeyond(chosen.iter().map(|(c, _)| c.plugin.clone()).collect()),
@@ -683,10 +685,16 @@ async fn wait_for_plugin(
     let object = ctx.object_ref(obj);
     ctx.waiting.wait(object.clone(), need.clone());
     // A plugin that became ready after the candidates were read, and before
-    // the wait was recorded, has woken nobody: look once more.
+    // the wait was recorded, has woken nobody: look once more. Unless a
+    // wake took the object in between: it has asked for the reconcile
+    // already, and a second request could run the plugin twice.
     if need.met_by(&ctx.registry.candidates(&ctx.target.group_kind())) {
-        ctx.waiting.done(&object);
-        return Ok(Action::requeue(Duration::ZERO));
+        let requeue = if ctx.waiting.done(&object) {
+            Action::requeue(Duration::ZERO)
+        } else {
+            Action::await_change()
+        };
+        return Ok(requeue);
     }
     let conditions = OperatorConditions {
         plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message.clone()),

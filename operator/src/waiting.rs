@@ -84,12 +84,15 @@ impl Waiting {
         self.needs.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    /// Forgets `object` (it reached its plugin, or is gone).
-    pub fn done(&self, object: &ObjectRef<DynamicObject>) {
+    /// Forgets `object` (it reached its plugin, or is gone). Returns
+    /// whether it was still waiting: `false` when a [`Waiting::wake`] took
+    /// it first, and so has already asked for its reconcile.
+    pub fn done(&self, object: &ObjectRef<DynamicObject>) -> bool {
         self.needs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(object);
+            .remove(object)
+            .is_some()
     }
 
     /// The objects whose need the ready `candidates` meet, forgotten here
@@ -273,8 +276,16 @@ mod tests {
     fn done_objects_are_not_woken() {
         let waiting = Waiting::default();
         waiting.wait(object("a"), Need::AnyPlugin);
-        waiting.done(&object("a"));
+        assert!(waiting.done(&object("a")), "it was waiting");
         assert_eq!(woken(waiting.wake(&[candidate("p", "P")])), none());
+    }
+
+    #[test]
+    fn done_after_a_wake_says_the_wake_came_first() {
+        let waiting = Waiting::default();
+        waiting.wait(object("a"), Need::AnyPlugin);
+        assert_eq!(woken(waiting.wake(&[candidate("p", "P")])), ["a"]);
+        assert!(!waiting.done(&object("a")), "the wake took it");
     }
 
     #[test]

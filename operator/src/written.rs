@@ -9,8 +9,16 @@
 //! plugin, observed generation, conditions without their timestamps) and an
 //! object whose part differs from it is reconciled, and so repaired. Its own
 //! writes match what it remembers, and wake nothing.
+//!
+//! One reconcile writes the status more than once (the choice, then the
+//! outcome), and the watch can deliver the echo of an earlier write after
+//! the later one was sent: under load, a reconcile outran its own echoes,
+//! and the stale one woke the object for a second plugin call. So every
+//! write not yet echoed is remembered, in order. A watch delivers one
+//! object's versions in order, so the echo of write *k* means that the
+//! writes before it will not be seen again: they are forgotten then.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
@@ -42,13 +50,19 @@ pub fn fingerprint(status: Option<&Value>) -> u64 {
     hasher.finish()
 }
 
+/// How many writes not yet echoed are remembered per object. A reconcile
+/// writes at most three times; older entries can only be writes whose
+/// echo was missed (a failed write, a relist), and are dropped first.
+const UNECHOED: usize = 8;
+
 /// What is known of one object.
 #[derive(Debug, Default)]
 struct Seen {
     /// The last generation seen.
     generation: Option<i64>,
-    /// The fingerprint of the status last written.
-    written: Option<u64>,
+    /// Fingerprints of the statuses written and not yet seen on the watch,
+    /// oldest first; the last one is what the operator last wrote.
+    written: VecDeque<u64>,
 }
 
 /// Per object (by uid): what was seen and written.
@@ -62,7 +76,13 @@ impl Written {
     pub fn record(&self, obj: &DynamicObject, status: &Value) {
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
-        entry.written = Some(fingerprint(Some(status)));
+        let written = fingerprint(Some(status));
+        if entry.written.back() != Some(&written) {
+            if entry.written.len() == UNECHOED {
+                entry.written.pop_front();
+            }
+            entry.written.push_back(written);
+        }
     }
 
     /// Forgets every object, so that each wakes the controller once more:
@@ -83,20 +103,27 @@ impl Written {
     }
 
     /// Whether this version of `obj` needs a reconcile: its generation is
-    /// new, or the operator's part of its status is not what the operator
-    /// last wrote.
+    /// new, or the operator's part of its status is none of the writes the
+    /// operator has made and not yet seen echoed (someone else wrote it).
     pub fn wakes(&self, obj: &DynamicObject) -> bool {
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
         let generation = obj.metadata.generation;
-        if entry.generation != generation || entry.generation.is_none() {
-            entry.generation = generation;
-            return true;
+        let new_generation = entry.generation != generation || entry.generation.is_none();
+        entry.generation = generation;
+        if entry.written.is_empty() {
+            return new_generation;
         }
-        match entry.written {
-            Some(written) => fingerprint(obj.data.get("status")) != written,
+        let seen = fingerprint(obj.data.get("status"));
+        let ours = match entry.written.iter().position(|w| *w == seen) {
+            Some(echoed) => {
+                // Writes before the echoed one are behind it on the watch.
+                entry.written.drain(..echoed);
+                true
+            }
             None => false,
-        }
+        };
+        new_generation || !ours
     }
 }
 
@@ -149,6 +176,71 @@ mod tests {
         let mut moved = ours();
         moved["plugin"] = json!("aaa-evil");
         assert!(written.wakes(&obj(1, moved)));
+    }
+
+    fn pending() -> Value {
+        json!({
+            "implementation": "SQLite", "plugin": "sqlite", "observedGeneration": 1,
+            "conditions": [
+                {"type": "Ready", "status": "Unknown", "reason": "Pending", "message": "calling plugin sqlite",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+            ],
+        })
+    }
+
+    #[test]
+    fn a_late_echo_of_an_earlier_write_does_not_wake() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        // One reconcile: the choice, then the outcome, both sent before the
+        // watch delivers either.
+        written.record(&obj(1, json!({})), &pending());
+        written.record(&obj(1, json!({})), &ours());
+        assert!(!written.wakes(&obj(1, pending())), "the choice's echo");
+        assert!(
+            !written.wakes(&obj(1, pending())),
+            "a second version with the same status (e.g. the finalizer added)"
+        );
+        assert!(!written.wakes(&obj(1, ours())), "the outcome's echo");
+        // Once the outcome is echoed, the earlier status can only come back
+        // from someone else writing it.
+        assert!(written.wakes(&obj(1, pending())));
+    }
+
+    #[test]
+    fn a_write_not_echoed_is_forgotten_after_a_later_echo() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        // A write that failed is never echoed.
+        written.record(&obj(1, json!({})), &pending());
+        written.record(&obj(1, json!({})), &ours());
+        assert!(!written.wakes(&obj(1, ours())));
+        assert!(written.wakes(&obj(1, pending())));
+    }
+
+    #[test]
+    fn only_the_latest_writes_are_remembered() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        written.record(&obj(1, json!({})), &pending());
+        for i in 0..UNECHOED {
+            let mut status = ours();
+            status["conditions"][0]["message"] = json!(format!("write {i}"));
+            written.record(&obj(1, json!({})), &status);
+        }
+        assert!(
+            written.wakes(&obj(1, pending())),
+            "the oldest write was dropped"
+        );
+    }
+
+    #[test]
+    fn a_new_generation_wakes_even_with_our_status() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        written.record(&obj(1, json!({})), &ours());
+        assert!(written.wakes(&obj(2, ours())));
+        assert!(!written.wakes(&obj(2, ours())));
     }
 
     #[test]
