@@ -84,7 +84,7 @@ impl AsyncWrite for WatchedStream {
 /// (including reconnects) notifies `closed` when it drops.
 ///
 /// Every connection is made without following a symlink anywhere on `path`
-/// (see [`connect_no_follow`]: one swapped in after the path was confined is
+/// (see `connect_no_follow`: one swapped in after the path was confined is
 /// refused, not followed), and then checks that the process serving it runs
 /// as `uid`, the UID that registered the plugin: another container's socket
 /// is never spoken to in its name.

@@ -224,8 +224,27 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             .map(|c| (c, None))
             .collect(),
         SelectionMode::Preferred => {
-            let preferred = field(obj, &ctx.settings.preferred_field);
-            match selection::select(Recorded::of(obj).as_ref(), preferred, &candidates) {
+            let preferred = field(obj, &ctx.settings.preferred_field).filter(|p| !p.is_empty());
+            let selection = selection::select(Recorded::of(obj).as_ref(), preferred, &candidates);
+            // Just after start-up the preferred plugin may not have
+            // registered yet, and a fallback would stick for good.
+            if let (
+                Some(preferred),
+                Selection::Chosen {
+                    reason: Reason::Fallback,
+                    ..
+                },
+            ) = (preferred, &selection)
+                && let Some(left) = ctx.registry.start_up_grace_left()
+            {
+                let message = format!(
+                    "the preferred implementation {preferred} has no ready plugin yet; plugins may still be registering after the operator's start, so another is chosen only if none offers it within {}s",
+                    left.as_secs().max(1)
+                );
+                let need = Need::Preferred(preferred.to_owned());
+                return wait_for_plugin(obj, ctx, need, "WaitingForPreferred", message).await;
+            }
+            match selection {
                 Selection::Chosen { candidate, reason } => vec![(candidate, Some(reason))],
                 Selection::RecordedUnavailable { recorded } => {
                     let message = format!(
@@ -684,11 +703,14 @@ async fn wait_for_plugin(
 ) -> Result<Action, ReconcileError> {
     let object = ctx.object_ref(obj);
     ctx.waiting.wait(object.clone(), need.clone());
-    // A plugin that became ready after the candidates were read, and before
-    // the wait was recorded, has woken nobody: look once more. Unless a
-    // wake took the object in between: it has asked for the reconcile
-    // already, and a second request could run the plugin twice.
-    if need.met_by(&ctx.registry.candidates(&ctx.target.group_kind())) {
+    // A plugin that became ready (or a start-up grace that ended) after the
+    // candidates were read, and before the wait was recorded, has woken
+    // nobody: look once more. Unless a wake took the object in between: it
+    // has asked for the reconcile already, and a second request could run
+    // the plugin twice.
+    let grace_over =
+        matches!(need, Need::Preferred(_)) && ctx.registry.start_up_grace_left().is_none();
+    if grace_over || need.met_by(&ctx.registry.candidates(&ctx.target.group_kind())) {
         let requeue = if ctx.waiting.done(&object) {
             Action::requeue(Duration::ZERO)
         } else {
@@ -711,15 +733,19 @@ async fn wait_for_plugin(
         ),
     };
     write_operator_status(obj, ctx, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
-    ctx.events
-        .publish(
-            &status::reference(obj),
-            Severity::Warning,
-            reason,
-            "Select",
-            message,
-        )
-        .await;
+    // Waiting out the start-up grace is routine and ends by itself; the
+    // other waits need a plugin that someone has to start.
+    if !matches!(need, Need::Preferred(_)) {
+        ctx.events
+            .publish(
+                &status::reference(obj),
+                Severity::Warning,
+                reason,
+                "Select",
+                message,
+            )
+            .await;
+    }
     ctx.metrics.count_reconcile("waiting");
     // The registry wakes the object when a plugin that meets its need is
     // ready (crate::waiting); no polling needed.

@@ -47,7 +47,9 @@ struct Args {
     #[arg(long, value_enum, default_value = "preferred")]
     selection: SelectionMode,
 
-    /// Remove a plugin not heard from for this long (e.g. 15s, 1m)
+    /// Remove a plugin not heard from for this long (e.g. 15s, 1m). Also the
+    /// start-up grace: for this long after start, an object whose preferred
+    /// implementation is not offered yet waits for it instead of falling back
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     heartbeat_ttl: Duration,
 

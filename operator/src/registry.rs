@@ -328,6 +328,24 @@ impl Registry {
         result.map_err(crate::Error::Serve)
     }
 
+    /// How much is left of the start-up grace: for one heartbeat TTL after
+    /// the registry starts serving, live plugins may still be on their way
+    /// (a sidecar retries with a backoff capped at its heartbeat interval,
+    /// at most half the TTL). `None` once it is over. Before serving, the
+    /// whole TTL is left.
+    pub fn start_up_grace_left(&self) -> Option<Duration> {
+        let ttl = self.shared.config.heartbeat_ttl;
+        let started = *self
+            .shared
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match started {
+            None => Some(ttl),
+            Some(started) => ttl.checked_sub(started.elapsed()).filter(|d| !d.is_zero()),
+        }
+    }
+
     /// Whether the registry socket is being served.
     pub fn is_serving(&self) -> bool {
         self.shared

@@ -10,6 +10,10 @@
 //!    existed bind the implementation only, until their next choice is
 //!    written.)
 //! 2. Otherwise `spec.preferredImplementation`, when a ready plugin offers it.
+//!    For one heartbeat TTL after the registry starts, a preference no
+//!    ready plugin offers is waited for rather than fallen back from (the
+//!    operator's sidecars register one after another; see
+//!    [`crate::waiting`]).
 //! 3. Otherwise the first ready candidate in a stable order (implementation
 //!    name, then plugin name), so every operator replica and every restart
 //!    picks the same one.

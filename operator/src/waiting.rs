@@ -9,6 +9,11 @@
 //!   the objects whose need is now met, and forgets them; they are
 //!   reconciled at once.
 //! - A reconcile that reaches a plugin forgets the object ([`Waiting::done`]).
+//! - For one heartbeat TTL after the registry starts, an object whose
+//!   preferred implementation is not offered waits for it
+//!   ([`Need::Preferred`]) instead of falling back: the operator's sidecars
+//!   register over a second or two, and the choice is sticky. The object is
+//!   woken when the implementation is offered, or when the grace ends.
 //! - When a plugin leaves, nothing happens at once: a restart (a rolling
 //!   update of its container) is back within seconds. If its
 //!   implementations are still not offered after a grace period (the
@@ -46,6 +51,9 @@ pub enum Need {
     /// A ready plugin other than these, which served it last
     /// (`--selection all`).
     PluginBeyond(BTreeSet<String>),
+    /// A plugin offering the preferred implementation, while the registry's
+    /// start-up grace lasts; when it ends the object falls back.
+    Preferred(String),
 }
 
 impl Need {
@@ -59,6 +67,9 @@ impl Need {
                     && recorded.plugin.as_ref().is_none_or(|p| *p == c.plugin)
             }),
             Need::PluginBeyond(served) => candidates.iter().any(|c| !served.contains(&c.plugin)),
+            Need::Preferred(preferred) => candidates
+                .iter()
+                .any(|c| c.implementation.eq_ignore_ascii_case(preferred)),
         }
     }
 }
@@ -93,6 +104,21 @@ impl Waiting {
             .unwrap_or_else(|e| e.into_inner())
             .remove(object)
             .is_some()
+    }
+
+    /// The objects waiting for their preferred implementation, forgotten
+    /// here: the start-up grace is over, and they may fall back now.
+    pub fn end_start_up_grace(&self) -> Vec<ObjectRef<DynamicObject>> {
+        let mut needs = self.needs.lock().unwrap_or_else(|e| e.into_inner());
+        let woken: Vec<_> = needs
+            .iter()
+            .filter(|(_, need)| matches!(need, Need::Preferred(_)))
+            .map(|(object, _)| object.clone())
+            .collect();
+        for object in &woken {
+            needs.remove(object);
+        }
+        woken
     }
 
     /// The objects whose need the ready `candidates` meet, forgotten here
@@ -136,7 +162,26 @@ pub struct Wakeups {
 pub async fn wake_on_changes(w: Wakeups) {
     let mut changes = w.registry.changes();
     let mut previous = w.registry.candidates(&w.kind);
-    while changes.changed().await.is_ok() {
+    let grace = w.registry.start_up_grace_left();
+    let grace_over = async move {
+        match grace {
+            Some(left) => tokio::time::sleep(left).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(grace_over);
+    let mut in_grace = grace.is_some();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { break },
+            () = &mut grace_over, if in_grace => {
+                in_grace = false;
+                for object in w.waiting.end_start_up_grace() {
+                    let _ = w.wake.send(object);
+                }
+                continue;
+            }
+        }
         let current = w.registry.candidates(&w.kind);
         for object in w.waiting.wake(&current) {
             let _ = w.wake.send(object);
@@ -278,6 +323,20 @@ mod tests {
         waiting.wait(object("a"), Need::AnyPlugin);
         assert!(waiting.done(&object("a")), "it was waiting");
         assert_eq!(woken(waiting.wake(&[candidate("p", "P")])), none());
+    }
+
+    #[test]
+    fn a_preference_waits_for_its_implementation_or_the_end_of_the_grace() {
+        let waiting = Waiting::default();
+        waiting.wait(object("maria"), Need::Preferred("mariadb".into()));
+        waiting.wait(object("pg"), Need::Preferred("PostgreSQL".into()));
+        waiting.wait(object("any"), Need::AnyPlugin);
+        assert_eq!(
+            woken(waiting.wake(&[candidate("mariadb", "MariaDB")])),
+            ["any", "maria"]
+        );
+        assert_eq!(woken(waiting.end_start_up_grace()), ["pg"]);
+        assert_eq!(woken(waiting.end_start_up_grace()), none());
     }
 
     #[test]

@@ -128,6 +128,99 @@ async fn walkthrough_prefers_mariadb_gets_postgresql() {
     assert_eq!(kinds, ["DatabaseTablePostgreSqlExtension"]);
 }
 
+/// Just after the operator starts, its sidecars register one after
+/// another. A table preferring an implementation whose plugin is a moment
+/// late waits for it (the choice is sticky: a fallback would be for good);
+/// a preference nobody offers falls back (to the first implementation in
+/// the stable order) once the start-up grace, one heartbeat TTL, is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_up_a_preference_waits_for_its_late_plugin() {
+    // Long enough that the late plugin is surely up within it, even on a
+    // loaded machine; the fallback at its end is what the test waits for.
+    let ttl = Duration::from_secs(30);
+    let w = world("startup", &["--heartbeat-ttl", "30s"]).await;
+    let started = Instant::now();
+    let _pg = spawn_plugin(&w, &[]);
+    w.until_plugin_up("postgresql", T).await;
+    w.create_table("late", "MariaDB", json!({}), false).await;
+    w.create_table("nobody", "Oracle", json!({}), false).await;
+    for name in ["late", "nobody"] {
+        let table = w
+            .table_until(name, "it waits for its preference", T, |t| {
+                expect_condition(t, "PluginAvailable", "False", "WaitingForPreferred")
+            })
+            .await;
+        let (_, _, message) = condition(&table, "PluginAvailable").unwrap();
+        assert!(
+            message.contains("preferred implementation") && message.contains("registering"),
+            "{message}"
+        );
+        assert_eq!(table.data.pointer("/status/implementation"), None);
+    }
+    assert!(
+        started.elapsed() < ttl / 2,
+        "the checks above ran well within the grace ({:?}), or the rest proves nothing",
+        started.elapsed()
+    );
+
+    let _maria = spawn_plugin(
+        &w,
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+            (
+                "SCRIPTED_EXTENSIONS",
+                "myorg.org/DatabaseTableMariaDbExtension",
+            ),
+        ],
+    );
+    w.table_until("late", "late is Ready on MariaDB", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")?;
+        (t.data.pointer("/status/plugin") == Some(&json!("mariadb")))
+            .then_some(())
+            .ok_or_else(|| format!("plugin is {:?}", t.data.pointer("/status/plugin")))
+    })
+    .await;
+    let table = w
+        .table_until("nobody", "nobody falls back to MariaDB", ttl + T, |t| {
+            expect_condition(t, "Ready", "True", "Reconciled")?;
+            (t.data.pointer("/status/implementation") == Some(&json!("MariaDB")))
+                .then_some(())
+                .ok_or_else(|| "implementation is not MariaDB".into())
+        })
+        .await;
+    assert_eq!(
+        table.data.pointer("/status/plugin"),
+        Some(&json!("mariadb"))
+    );
+    // Each table reached one plugin, once; the late one never reached the
+    // plugin that was first.
+    let mut calls: Vec<(String, String)> = w
+        .calls()
+        .iter()
+        .filter(|c| c["call"] == "Reconcile")
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_owned(),
+                c["plugin"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            ("late".to_owned(), "mariadb".to_owned()),
+            ("nobody".to_owned(), "mariadb".to_owned())
+        ]
+    );
+    let events = w.events_for("late").await;
+    assert!(
+        events.iter().all(|(kind, _, _)| kind == "Normal"),
+        "waiting out the grace is routine: {events:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sticky_choice_waits_for_its_plugin_and_converges_when_it_returns() {
     // A long resync proves convergence does not wait for it. Objects say

@@ -231,6 +231,13 @@ async fn main() -> Result<()> {
             sockets.to_str().context("path")?,
             "--metrics-addr",
             "127.0.0.1:0",
+            // A short start-up grace (one heartbeat TTL), so that the table
+            // preferring MariaDB is seen waiting and then falling back
+            // within seconds.
+            "--heartbeat-interval",
+            "1s",
+            "--heartbeat-ttl",
+            "5s",
             "--extension-kind",
             "myorg.org/DatabaseTableMariaDbExtension",
             "--extension-kind",
