@@ -87,7 +87,7 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy lint ## run every test (real kube-apiserver, real databases) and every lint
+test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -113,6 +113,17 @@ test-go-sdk: tools ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-
 .PHONY: test-typescript-sdk
 test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)
 	$(MAKE) -C sidecar-sdk/typescript check
+
+# docs/your-own-kind.md, every command word for word, once per SDK's hello
+# plugin (docs/tests/); its Python is checked with the Python SDK's tools.
+DOCS_PY := sidecar-sdk/python/.venv/bin
+.PHONY: test-docs
+test-docs: testenv node-binaries build tools ## run docs/your-own-kind.md word for word with each SDK's hello plugin
+	$(MAKE) -C sidecar-sdk/python install
+	$(DOCS_PY)/ruff check docs/tests
+	$(DOCS_PY)/ruff format --check docs/tests
+	$(DOCS_PY)/mypy --strict docs/tests
+	$(DOCS_PY)/python -m pytest -q -p no:asyncio docs/tests
 
 .PHONY: test-postgresql-plugin
 test-postgresql-plugin: databases ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL

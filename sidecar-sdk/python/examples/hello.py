@@ -1,6 +1,8 @@
-"""A kplug plugin that greets: it reconciles example.org/Greeting objects.
+"""The smallest useful plugin: greets every example.com Greeting by name, with
+the punctuation its GreetingHelloExtension asks for.
 
-Run it next to an operator sharing the socket dir:
+The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this plugin
+next to the operator:
 
     KPLUG_SOCKET_DIR=/tmp/kplug python examples/hello.py
 """
@@ -10,11 +12,14 @@ import kplug
 
 class Hello(kplug.Plugin):
     async def reconcile(self, request: kplug.Request) -> kplug.Response:
-        who = request.spec.get("name", request.name)
+        salutation = request.spec.get("salutation", "hello")
+        settings = request.extension("GreetingHelloExtension") or {}
+        punctuation = settings.get("spec", {}).get("punctuation", "!")
+        greeting = f"{salutation}, {request.name}{punctuation}"
         return (
-            kplug.Response.ok(f"greeted {who}", status={"greeting": f"Hello, {who}!"})
-            .condition("Greeted", True, "Greeted", f"said hello to {who}")
-            .event("Greeted", f"said hello to {who}")
+            kplug.Response.ok(f"greeted {request.name}", status={"greeting": greeting})
+            .condition("Greeted", True, "Greeted", greeting)
+            .event("Greeted", greeting)
         )
 
 
@@ -24,9 +29,13 @@ if __name__ == "__main__":
         kplug.PluginInfo(
             name="hello",
             version="0.1.0",
-            description="Says hello",
+            description="greets Greeting objects",
             offers=[
-                kplug.Offer(base=kplug.GroupKind("example.org", "Greeting"), implementation="Hello")
+                kplug.Offer(
+                    base=kplug.GroupKind("example.com", "Greeting"),
+                    implementation="Hello",
+                    extensions=[kplug.GroupKind("example.com", "GreetingHelloExtension")],
+                )
             ],
         ),
     )

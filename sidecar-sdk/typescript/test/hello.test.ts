@@ -36,15 +36,21 @@ it("registers, greets, and stops on SIGTERM", async () => {
   assert.equal(handshake.probe?.ready, true);
 
   const stub = dialer.open(join(dir, "plugins", "hello", "plugin.sock"));
-  const greet = async (spec: object) => {
+  const greet = async (spec: object, extensions: object[] = []) => {
     const object = { apiVersion: "example.com/v1", kind: "Greeting", metadata: { name: "world", namespace: "default" }, spec };
-    const response = await stub.reconcile({ implementation: "Hello", object: Buffer.from(JSON.stringify(object)), extensions: [] });
+    const response = await stub.reconcile({
+      implementation: "Hello",
+      object: Buffer.from(JSON.stringify(object)),
+      extensions: extensions.map((e) => Buffer.from(JSON.stringify(e))),
+    });
     assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
     assert.equal(response.message, "greeted world");
     return JSON.parse(Buffer.from(response.status).toString()) as unknown;
   };
   assert.deepEqual(await greet({}), { greeting: "hello, world!" });
   assert.deepEqual(await greet({ salutation: "bonjour" }), { greeting: "bonjour, world!" });
+  const settings = { apiVersion: "example.com/v1", kind: "GreetingHelloExtension", metadata: { name: "world", namespace: "default" }, spec: { punctuation: "?" } };
+  assert.deepEqual(await greet({ salutation: "hi" }, [settings]), { greeting: "hi, world?" });
 
   plugin.process.kill("SIGTERM");
   assert.equal(await exitCode(plugin), 0, plugin.stderr());

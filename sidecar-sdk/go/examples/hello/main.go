@@ -1,7 +1,9 @@
 // Command hello is the smallest useful kplug plugin: it greets every
-// example.com Greeting object by name.
+// example.com Greeting object by name, with the punctuation its
+// GreetingHelloExtension asks for.
 //
-// Run it next to an operator managing example.com/v1/Greeting:
+// The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this
+// plugin next to the operator:
 //
 //	KPLUG_SOCKET_DIR=/tmp/kplug go run ./examples/hello
 package main
@@ -18,6 +20,12 @@ type GreetingSpec struct {
 	Salutation string `json:"salutation"`
 }
 
+// HelloSettings are the Hello implementation's own settings, in a
+// GreetingHelloExtension.
+type HelloSettings struct {
+	Punctuation string `json:"punctuation"`
+}
+
 // Hello is the plugin.
 type Hello struct{}
 
@@ -27,7 +35,13 @@ func (Hello) Reconcile(_ context.Context, req *kplug.Request) (*kplug.Response, 
 	if err := req.DecodeSpec(&spec); err != nil {
 		return nil, err
 	}
-	greeting := fmt.Sprintf("%s, %s!", spec.Salutation, req.Name())
+	settings := HelloSettings{Punctuation: "!"}
+	if ext := req.Extension("GreetingHelloExtension"); ext != nil {
+		if err := ext.DecodeSpec(&settings); err != nil {
+			return nil, err
+		}
+	}
+	greeting := fmt.Sprintf("%s, %s%s", spec.Salutation, req.Name(), settings.Punctuation)
 	return kplug.OK().
 		WithMessage("greeted "+req.Name()).
 		WithStatus(map[string]any{"greeting": greeting}).
@@ -39,6 +53,10 @@ func main() {
 		Name:        "hello",
 		Version:     "1.0.0",
 		Description: "greets Greeting objects",
-		Offers:      []kplug.Offer{{Base: kplug.GroupKind{Group: "example.com", Kind: "Greeting"}, Implementation: "Hello"}},
+		Offers: []kplug.Offer{{
+			Base:           kplug.GroupKind{Group: "example.com", Kind: "Greeting"},
+			Implementation: "Hello",
+			Extensions:     []kplug.GroupKind{{Group: "example.com", Kind: "GreetingHelloExtension"}},
+		}},
 	}, Hello{})
 }

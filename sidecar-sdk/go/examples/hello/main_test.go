@@ -35,6 +35,14 @@ func TestHelloGreets(t *testing.T) {
 			t.Errorf("spec %s: got %v", spec, r)
 		}
 	}
+	withExtension, err := kplugtest.Dial(t, server.SocketPath()).Reconcile(ctx, &kplugv1.ReconcileRequest{
+		Implementation: "Hello",
+		Object:         []byte(`{"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "world", "namespace": "default"}, "spec": {"salutation": "hi"}}`),
+		Extensions:     [][]byte{[]byte(`{"apiVersion": "example.com/v1", "kind": "GreetingHelloExtension", "metadata": {"name": "world", "namespace": "default"}, "spec": {"punctuation": "?"}}`)},
+	})
+	if err != nil || string(withExtension.GetStatus()) != `{"greeting":"hi, world?"}` {
+		t.Errorf("with a GreetingHelloExtension: %v, %v", withExtension, err)
+	}
 	r, err := kplugtest.Dial(t, server.SocketPath()).Reconcile(ctx, &kplugv1.ReconcileRequest{
 		Implementation: "Hello", Object: []byte(`{"kind": "Greeting", "spec": {"salutation": 42}}`),
 	})

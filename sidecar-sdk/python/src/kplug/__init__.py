@@ -12,7 +12,7 @@ the operator by heartbeat, answers probes, and drains on SIGTERM::
 
     kplug.run(Hello(), kplug.PluginInfo(
         name="hello", version="0.1.0",
-        offers=[kplug.Offer(kplug.GroupKind("example.org", "Greeting"), "Hello")],
+        offers=[kplug.Offer(kplug.GroupKind("example.com", "Greeting"), "Hello")],
     ))
 
 See docs/protocol.md in the kplug repository for the protocol behind it.
