@@ -38,6 +38,7 @@ use crate::events::{Events, Severity};
 use crate::extensions::{Extensions, Resolution, references};
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::preference::Preference;
 use crate::registry::Registry;
 use crate::selection::{self, Candidate, Reason, Recorded, Selection};
 use crate::share::{BUSY_REQUEUE, Shares};
@@ -287,16 +288,42 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
         .iter()
         .filter_map(|(c, _)| ctx.registry.get(&c.plugin))
         .collect();
-    let available = Condition::new(
-        types::PLUGIN_AVAILABLE,
-        true,
-        "PluginReady",
-        plugins
-            .iter()
-            .map(|p| p.label())
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
+    let labels = plugins
+        .iter()
+        .map(|p| p.label())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let available = match chosen.as_slice() {
+        [(candidate, Some(_))] => {
+            let preferred = field(obj, &ctx.settings.preferred_field);
+            let ever_offered = ctx.registry.ever_offered(&ctx.target.group_kind());
+            let preference = Preference::of(preferred, candidate, &ever_offered);
+            match preference.notice(candidate) {
+                Some((reason, notice)) => {
+                    // Once per change of reason, not once per reconcile.
+                    if previous_reason(obj, types::PLUGIN_AVAILABLE).as_deref() != Some(reason) {
+                        ctx.events
+                            .publish(
+                                &status::reference(obj),
+                                Severity::Warning,
+                                reason,
+                                "Select",
+                                notice.clone(),
+                            )
+                            .await;
+                    }
+                    Condition::new(
+                        types::PLUGIN_AVAILABLE,
+                        true,
+                        reason,
+                        format!("{labels}; {notice}"),
+                    )
+                }
+                None => Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
+            }
+        }
+        _ => Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
+    };
 
     // Record the choice before the plugin is called.
     if let [(candidate, Some(reason))] = chosen.as_slice()
@@ -684,6 +711,18 @@ async fn call_reconcile(
             }
         }
     })
+}
+
+/// The reason of the condition `type_` in `obj`'s status, if it has one.
+fn previous_reason(obj: &DynamicObject, type_: &str) -> Option<String> {
+    obj.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?
+        .get("reason")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 fn with_plugin(label: &str, message: &str) -> String {

@@ -33,6 +33,7 @@ mod listener;
 pub mod metrics;
 pub mod ownership;
 pub mod plugin;
+mod preference;
 pub mod refusal;
 pub mod registry;
 pub mod selection;

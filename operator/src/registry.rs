@@ -28,7 +28,7 @@
 //! - Registrations live in memory: after an operator restart, plugins
 //!   re-register with their next heartbeat (within one interval).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -146,6 +146,10 @@ struct Shared {
     names: NameOwners,
     // Which refusals are worth an Event and a warning (crate::throttle).
     refusal_notices: Throttle,
+    // Every (base kind, implementation) offered since start, so that a
+    // preference nobody ever offered (a typo) can be told from one whose
+    // plugin is only away.
+    offered: Mutex<BTreeSet<(String, String, String)>>,
 }
 
 impl Registry {
@@ -168,6 +172,7 @@ impl Registry {
                 ownership,
                 names,
                 refusal_notices: Throttle::new(REFUSAL_NOTICE_PERIOD, REFUSAL_NOTICES_PER_PERIOD),
+                offered: Mutex::default(),
             }),
         }
     }
@@ -220,6 +225,24 @@ impl Registry {
                         plugin: p.name.clone(),
                     })
             })
+            .collect()
+    }
+
+    /// The implementations offered for `base` by any plugin registered
+    /// since the registry started, ready now or not, in the plugins'
+    /// spelling, sorted.
+    pub fn ever_offered(&self, base: &GroupKind) -> Vec<String> {
+        let offered = self
+            .shared
+            .offered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        offered
+            .iter()
+            .filter(|(group, kind, _)| {
+                *kind == base.kind && group.eq_ignore_ascii_case(&base.group)
+            })
+            .map(|(_, _, implementation)| implementation.clone())
             .collect()
     }
 
@@ -575,6 +598,22 @@ impl Registry {
             }
             plugins.insert(req.name.clone(), instance.clone())
         };
+        {
+            let mut offered = self
+                .shared
+                .offered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for offer in &instance.offers {
+                if let Some(base) = &offer.base {
+                    offered.insert((
+                        base.group.clone(),
+                        base.kind.clone(),
+                        offer.implementation.clone(),
+                    ));
+                }
+            }
+        }
         self.watch_liveness(&instance);
         self.shared
             .metrics

@@ -65,7 +65,9 @@ async fn walkthrough_prefers_mariadb_gets_postgresql() {
         table.data.pointer("/status/observedGeneration"),
         Some(&json!(1))
     );
-    expect_condition(&table, "PluginAvailable", "True", "PluginReady").unwrap();
+    // No plugin ever offered MariaDB: the object is served, and says why
+    // not by the implementation it prefers.
+    expect_condition(&table, "PluginAvailable", "True", "PreferenceNotOffered").unwrap();
     expect_condition(&table, "ExtensionsResolved", "True", "Resolved").unwrap();
     expect_condition(&table, "TableReady", "True", "Scripted").unwrap();
     assert!(
@@ -218,6 +220,99 @@ async fn at_start_up_a_preference_waits_for_its_late_plugin() {
     assert!(
         events.iter().all(|(kind, _, _)| kind == "Normal"),
         "waiting out the grace is routine: {events:?}"
+    );
+}
+
+/// A typo in `spec.preferredImplementation` gets a Warning and a condition
+/// naming what is offered; fixing it on an object already placed says that
+/// the choice is sticky and how to move. Each Warning comes once, not once
+/// per reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preference_not_honoured_says_why_once() {
+    let w = world("typo", &["--heartbeat-ttl", "3s"]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    w.until_plugin_up("postgresql", T).await;
+    w.create_table("typo", "PostgreSQl-typo", json!({}), false)
+        .await;
+    let table = w
+        .table_until("typo", "typo is served, with a notice", T, |t| {
+            expect_condition(t, "Ready", "True", "Reconciled")?;
+            expect_condition(t, "PluginAvailable", "True", "PreferenceNotOffered")
+        })
+        .await;
+    let (_, _, message) = condition(&table, "PluginAvailable").unwrap();
+    assert!(
+        message.contains("\"PostgreSQl-typo\" is offered by no plugin")
+            && message.contains("(offered: PostgreSQL)")
+            && message.contains("check its spelling"),
+        "{message}"
+    );
+    // A spec edit reconciles again: still one Warning.
+    w.api(&table_resource())
+        .patch(
+            "typo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"serverName": "edited"}})),
+        )
+        .await
+        .unwrap();
+    w.table_until("typo", "the edit is reconciled", T, |t| {
+        (t.data.pointer("/status/observedGeneration") == Some(&json!(2)))
+            .then_some(())
+            .ok_or_else(|| "generation 2 not observed".into())
+    })
+    .await;
+    let warnings = |events: &[(String, String, String)], reason: &str| {
+        events
+            .iter()
+            .filter(|(kind, r, _)| kind == "Warning" && r == reason)
+            .count()
+    };
+    let events = w.events_for("typo").await;
+    assert_eq!(warnings(&events, "PreferenceNotOffered"), 1, "{events:?}");
+
+    // Fixed, but the object stays where it is.
+    let _maria = spawn_plugin(
+        &w,
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+            (
+                "SCRIPTED_EXTENSIONS",
+                "myorg.org/DatabaseTableMariaDbExtension",
+            ),
+        ],
+    );
+    w.until_plugin_up("mariadb", T).await;
+    w.api(&table_resource())
+        .patch(
+            "typo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"preferredImplementation": "MariaDB"}})),
+        )
+        .await
+        .unwrap();
+    let table = w
+        .table_until("typo", "the sticky choice is explained", T, |t| {
+            expect_condition(t, "PluginAvailable", "True", "PreferenceNotChosen")
+        })
+        .await;
+    assert_eq!(
+        table.data.pointer("/status/implementation"),
+        Some(&json!("PostgreSQL"))
+    );
+    let (_, _, message) = condition(&table, "PluginAvailable").unwrap();
+    assert!(
+        message.contains("is MariaDB") && message.contains("delete and re-create"),
+        "{message}"
+    );
+    let events = w.events_for("typo").await;
+    assert_eq!(warnings(&events, "PreferenceNotChosen"), 1, "{events:?}");
+    assert!(
+        w.calls()
+            .iter()
+            .all(|c| c["name"] != "typo" || c["plugin"] == "postgresql"),
+        "the object was never moved"
     );
 }
 
