@@ -44,14 +44,7 @@ async fn walkthrough_prefers_mariadb_gets_postgresql() {
     let _pg = spawn_plugin(&w, &[]);
     w.create_users("users", json!({})).await;
 
-    let table = w
-        .table_until("users", "users is Ready on PostgreSQL", T, |t| {
-            expect_condition(t, "Ready", "True", "Reconciled")?;
-            (t.data.pointer("/status/implementation") == Some(&json!("PostgreSQL")))
-                .then_some(())
-                .ok_or_else(|| "implementation is not PostgreSQL".into())
-        })
-        .await;
+    let table = w.ready_on("users", "PostgreSQL", T).await;
     // The plugin's status in the base resource, the operator's next to it.
     assert_eq!(
         table.data.pointer("/status/observedSpec/serverName"),
@@ -165,17 +158,7 @@ async fn at_start_up_a_preference_waits_for_its_late_plugin() {
         started.elapsed()
     );
 
-    let _maria = spawn_plugin(
-        &w,
-        &[
-            ("SCRIPTED_NAME", "mariadb"),
-            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
-            (
-                "SCRIPTED_EXTENSIONS",
-                "myorg.org/DatabaseTableMariaDbExtension",
-            ),
-        ],
-    );
+    let _maria = spawn_mariadb_plugin(&w);
     w.table_until("late", "late is Ready on MariaDB", T, |t| {
         expect_condition(t, "Ready", "True", "Reconciled")?;
         (t.data.pointer("/status/plugin") == Some(&json!("mariadb")))
@@ -183,14 +166,7 @@ async fn at_start_up_a_preference_waits_for_its_late_plugin() {
             .ok_or_else(|| format!("plugin is {:?}", t.data.pointer("/status/plugin")))
     })
     .await;
-    let table = w
-        .table_until("nobody", "nobody falls back to MariaDB", ttl + T, |t| {
-            expect_condition(t, "Ready", "True", "Reconciled")?;
-            (t.data.pointer("/status/implementation") == Some(&json!("MariaDB")))
-                .then_some(())
-                .ok_or_else(|| "implementation is not MariaDB".into())
-        })
-        .await;
+    let table = w.ready_on("nobody", "MariaDB", ttl + T).await;
     assert_eq!(
         table.data.pointer("/status/plugin"),
         Some(&json!("mariadb"))
@@ -272,17 +248,7 @@ async fn a_preference_not_honoured_says_why_once() {
     assert_eq!(warnings(&events, "PreferenceNotOffered"), 1, "{events:?}");
 
     // Fixed, but the object stays where it is.
-    let _maria = spawn_plugin(
-        &w,
-        &[
-            ("SCRIPTED_NAME", "mariadb"),
-            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
-            (
-                "SCRIPTED_EXTENSIONS",
-                "myorg.org/DatabaseTableMariaDbExtension",
-            ),
-        ],
-    );
+    let _maria = spawn_mariadb_plugin(&w);
     w.until_plugin_up("mariadb", T).await;
     w.api(&table_resource())
         .patch(
@@ -330,17 +296,7 @@ async fn sticky_choice_waits_for_its_plugin_and_converges_when_it_returns() {
 
     // The chosen plugin stops; a MariaDB plugin (the preferred one!) arrives.
     signal(&pg, Signal::SIGTERM);
-    let _maria = spawn_plugin(
-        &w,
-        &[
-            ("SCRIPTED_NAME", "mariadb"),
-            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
-            (
-                "SCRIPTED_EXTENSIONS",
-                "myorg.org/DatabaseTableMariaDbExtension",
-            ),
-        ],
-    );
+    let _maria = spawn_mariadb_plugin(&w);
     let waiting = w
         .table_until("users", "PluginAvailable=False", T, |t| {
             expect_condition(t, "PluginAvailable", "False", "PluginUnavailable")

@@ -209,6 +209,21 @@ pub fn spawn_plugin(world: &World, env: &[(&str, &str)]) -> Child {
     spawn_plugin_in(world, world.sockets.path(), env)
 }
 
+/// The scripted plugin as `mariadb`, offering MariaDB with its extension.
+pub fn spawn_mariadb_plugin(world: &World) -> Child {
+    spawn_plugin(
+        world,
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+            (
+                "SCRIPTED_EXTENSIONS",
+                "myorg.org/DatabaseTableMariaDbExtension",
+            ),
+        ],
+    )
+}
+
 /// [`spawn_plugin`] as the unprivileged `uid` (as a plugin container with
 /// its own `runAsUser`), with its log on a pipe. Returns the process and its
 /// instance id, read from its "serving" log line.
@@ -375,6 +390,28 @@ impl World {
     }
 
     /// Waits until `check` accepts the table (it returns why not otherwise).
+    /// Waits until table `name` is Ready on `implementation`, and returns it.
+    pub async fn ready_on(
+        &self,
+        name: &str,
+        implementation: &str,
+        timeout: Duration,
+    ) -> DynamicObject {
+        self.table_until(
+            name,
+            &format!("{name} is Ready on {implementation}"),
+            timeout,
+            |t| {
+                expect_condition(t, "Ready", "True", "Reconciled")?;
+                match t.data.pointer("/status/implementation") {
+                    Some(found) if found == implementation => Ok(()),
+                    found => Err(format!("implementation is {found:?}")),
+                }
+            },
+        )
+        .await
+    }
+
     pub async fn table_until<F>(
         &self,
         name: &str,
