@@ -83,7 +83,7 @@ impl Preference {
             Self::NotChosen { preferred } => Some((
                 "PreferenceNotChosen",
                 format!(
-                    "spec.preferredImplementation is {preferred}, but {on} (it is kept once recorded in status.implementation). To move the object, delete and re-create it"
+                    "spec.preferredImplementation is {preferred}, but {on} (it is kept once recorded in status.implementation). To move it (the old implementation cleans up with Finalize first), annotate it kplug.io/reselect"
                 ),
             )),
         }
@@ -151,7 +151,10 @@ mod tests {
         let (reason, message) = preference.notice(&pg()).unwrap();
         assert_eq!(reason, "PreferenceNotChosen");
         assert!(message.contains("sticky"), "{message}");
-        assert!(message.contains("delete and re-create"), "{message}");
+        assert!(
+            message.contains("annotate it kplug.io/reselect"),
+            "{message}"
+        );
     }
 
     #[test]

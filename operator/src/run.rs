@@ -272,7 +272,9 @@ impl Term {
                 }
             })
             .applied_objects()
-            .try_filter(move |obj| std::future::ready(written.wakes(obj)));
+            .try_filter(move |obj| {
+                std::future::ready(written.wakes(obj) || controller::reselect_requested(obj))
+            });
         // A registry change (a plugin registered, became ready, went away)
         // reconciles only the objects it concerns (crate::waiting).
         // Aborted when this term ends, however it ends: a term that loses

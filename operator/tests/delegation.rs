@@ -269,7 +269,7 @@ async fn a_preference_not_honoured_says_why_once() {
     );
     let (_, _, message) = condition(&table, "PluginAvailable").unwrap();
     assert!(
-        message.contains("is MariaDB") && message.contains("delete and re-create"),
+        message.contains("is MariaDB") && message.contains("annotate it kplug.io/reselect"),
         "{message}"
     );
     let events = w.events_for("typo").await;
@@ -279,6 +279,111 @@ async fn a_preference_not_honoured_says_why_once() {
             .iter()
             .all(|c| c["name"] != "typo" || c["plugin"] == "postgresql"),
         "the object was never moved"
+    );
+}
+
+/// `kplug.io/reselect` moves an object: Finalize on the old
+/// implementation first, then the preferred one; the old plugin's status
+/// goes, and so does the annotation. Once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reselect_finalizes_the_old_implementation_then_moves() {
+    let w = world("reselect", &[]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    let _maria = spawn_mariadb_plugin(&w);
+    w.until_plugin_up("postgresql", T).await;
+    w.until_plugin_up("mariadb", T).await;
+    w.create_table("mover", "PostgreSQL", json!({}), false)
+        .await;
+    w.ready_on("mover", "PostgreSQL", T).await;
+
+    let tables = w.api(&table_resource());
+    tables
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"preferredImplementation": "MariaDB"}})),
+        )
+        .await
+        .unwrap();
+    w.table_until("mover", "the preference is noted", T, |t| {
+        expect_condition(t, "PluginAvailable", "True", "PreferenceNotChosen")
+    })
+    .await;
+    tables
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"kplug.io/reselect": "now"}}})),
+        )
+        .await
+        .unwrap();
+    let table = w.ready_on("mover", "MariaDB", T).await;
+    expect_condition(&table, "PluginAvailable", "True", "PluginReady").unwrap();
+    assert_eq!(
+        table.data.pointer("/status/plugin"),
+        Some(&json!("mariadb"))
+    );
+    assert!(
+        !table.annotations().contains_key("kplug.io/reselect"),
+        "the annotation is removed: {:?}",
+        table.annotations()
+    );
+    let old_fields: Vec<_> = table
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.manager.as_deref() == Some("kplug-plugin-postgresql"))
+        .map(|m| m.fields_v1)
+        .collect();
+    // Its applied status is empty: it owns no field any more.
+    assert!(
+        old_fields
+            .iter()
+            .all(|f| f.as_ref().map(|f| &f.0) == Some(&json!({"f:status": {}}))),
+        "the old plugin's status is gone: {old_fields:?}"
+    );
+
+    // Give a stale copy in the cache time to do harm, then read the calls:
+    // Finalize on PostgreSQL once, and after it only MariaDB.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls: Vec<(String, String)> = w
+        .calls()
+        .iter()
+        .filter(|c| c["name"] == "mover")
+        .map(|c| {
+            (
+                c["call"].as_str().unwrap_or_default().to_owned(),
+                c["plugin"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let finalize = calls
+        .iter()
+        .position(|(call, _)| call == "Finalize")
+        .unwrap_or_else(|| panic!("no Finalize: {calls:?}"));
+    assert_eq!(calls[finalize].1, "postgresql", "{calls:?}");
+    assert!(
+        calls[..finalize].iter().all(|(_, p)| p == "postgresql"),
+        "{calls:?}"
+    );
+    assert!(
+        calls[finalize + 1..]
+            .iter()
+            .all(|(call, p)| call == "Reconcile" && p == "mariadb"),
+        "after the Finalize, only MariaDB's Reconcile: {calls:?}"
+    );
+    let events = w.events_for("mover").await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(kind, r, n)| kind == "Normal"
+                && r == "Reselected"
+                && n.contains("left PostgreSQL (plugin postgresql)"))
+            .count(),
+        1,
+        "{events:?}"
     );
 }
 

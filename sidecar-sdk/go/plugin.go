@@ -29,7 +29,8 @@ type Plugin interface {
 // keeps it. A Finalize response carries only its outcome, message, retry
 // delay and events.
 type Finalizer interface {
-	// Finalize cleans up before the base object is deleted.
+	// Finalize cleans up before the base object is deleted, or moved to
+	// another implementation (the annotation kplug.io/reselect).
 	Finalize(ctx context.Context, req *Request) (*Response, error)
 }
 

@@ -30,7 +30,8 @@ pub trait Plugin: Send + Sync + 'static {
         request: Request,
     ) -> impl Future<Output = Result<Response, BoxError>> + Send;
 
-    /// Clean up before the base object is deleted. Called only when the
+    /// Clean up before the base object is deleted, or moved to another
+    /// implementation (`kplug.io/reselect`). Called only when the
     /// plugin's [`PluginInfo`] has [`PluginInfo::with_finalize`].
     fn finalize(
         &self,

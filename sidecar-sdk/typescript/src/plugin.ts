@@ -42,7 +42,8 @@ export interface Plugin {
   reconcile(request: Request): Response | Promise<Response>;
 
   /**
-   * Clean up before the base object is deleted; `Response.ok()` lets it go,
+   * Clean up before the base object is deleted (or moved to another
+   * implementation: the annotation `kplug.io/reselect`); `Response.ok()` lets it go,
    * anything else keeps the finalizer. Having this method makes the plugin
    * advertise the FINALIZE capability (see {@link PluginInfo.finalize});
    * without it, Finalize answers done at once.

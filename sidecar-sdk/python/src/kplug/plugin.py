@@ -38,7 +38,8 @@ class Plugin(abc.ABC):
         """
 
     def finalize(self, request: Request) -> Response | Awaitable[Response]:
-        """Clean up before the base object is deleted; ``Response.ok()`` lets it go.
+        """Clean up before the base object is deleted (or moved to another
+        implementation: the annotation ``kplug.io/reselect``); ``Response.ok()`` lets it go.
 
         Overriding it makes the plugin advertise the FINALIZE capability (see
         :class:`kplug.PluginInfo`). The default says done at once.

@@ -19,9 +19,16 @@
 //!    FAILED / invalid / unreachable / timeout: exponential backoff, with a
 //!    condition and a Warning Event saying why.
 //!
+//! An object annotated `kplug.io/reselect` is moved: Finalize on its
+//! recorded implementation, then a new choice (see `reselect.rs`).
+//!
 //! On deletion, when the finalizer is present, `Finalize` is called on the
 //! recorded implementation's plugin and the finalizer is removed once it
 //! answers OK (at once when the plugin does not advertise Finalize).
+
+mod reselect;
+
+pub use reselect::{RESELECT, requested as reselect_requested};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,6 +173,10 @@ impl Context {
     }
 }
 
+/// How soon an object whose cached copy is behind the API server is looked
+/// at again.
+const STALE_REQUEUE: Duration = Duration::from_millis(200);
+
 fn object_key(obj: &DynamicObject) -> String {
     match obj.namespace() {
         Some(ns) => format!("{ns}/{}", obj.name_any()),
@@ -192,6 +203,12 @@ pub async fn reconcile(
 ) -> Result<Action, ReconcileError> {
     let result = if obj.metadata.deletion_timestamp.is_some() {
         finalize(&obj, &ctx).await
+    } else if reselect::requested(&obj) {
+        match reselect::reselect(&obj, &ctx).await {
+            Ok(Some(action)) => Ok(action),
+            Ok(None) => apply(&obj, &ctx).await,
+            Err(error) => Err(error),
+        }
     } else {
         apply(&obj, &ctx).await
     };
@@ -452,6 +469,12 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             source,
         })?;
     match current {
+        // The cache can also lag behind a choice that changed: after a
+        // reselect, a stale copy still names the old implementation, and
+        // its plugin would create the table again. Look again shortly.
+        Some(current) if choice.is_some() && Recorded::of(&current).as_ref() != choice => {
+            return Ok(Action::requeue(STALE_REQUEUE));
+        }
         Some(current)
             if current.metadata.deletion_timestamp.is_none() && current.uid() == obj.uid() => {}
         // Gone, being deleted, or replaced: its own event reconciles it.
@@ -966,25 +989,53 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
             },
         },
     };
+    if let Some(action) = finalize_on(obj, ctx, &targets).await? {
+        return Ok(action);
+    }
+    remove_finalizer(obj, ctx).await?;
+    ctx.failures.reset(&uid);
+    ctx.extensions.forget(obj);
+    ctx.waiting.done(&ctx.object_ref(obj));
+    ctx.events
+        .publish(
+            &reference,
+            Severity::Normal,
+            "Finalized",
+            "Finalize",
+            "clean-up done; the object can go",
+        )
+        .await;
+    Ok(Action::await_change())
+}
+
+/// Calls Finalize on each of `targets` that has the capability. `None`
+/// when every one is done; else what to do meanwhile (retry, backoff,
+/// wait for a place), with the conditions already written.
+async fn finalize_on(
+    obj: &DynamicObject,
+    ctx: &Context,
+    targets: &[Candidate],
+) -> Result<Option<Action>, ReconcileError> {
+    let uid = obj.uid().unwrap_or_default();
     let found = match references(obj, &ctx.settings.extensions_field) {
         Ok(refs) => {
             let resolution = ctx.extensions.resolve(obj, &refs).await;
             if !resolution.waiting.is_empty() {
                 // Finalize gets the same extensions Reconcile would; the
                 // end of the watch's first list wakes us up.
-                return Ok(Action::requeue(ctx.failures.failed(&uid)));
+                return Ok(Some(Action::requeue(ctx.failures.failed(&uid))));
             }
             resolution.found
         }
         Err(_) => Vec::new(),
     };
-    for candidate in &targets {
+    for candidate in targets {
         let Some(instance) = ctx.registry.get(&candidate.plugin) else {
             continue;
         };
         let Some(_place) = ctx.shares.try_take(&candidate.plugin) else {
             ctx.metrics.count_reconcile("busy");
-            return Ok(Action::requeue(BUSY_REQUEUE));
+            return Ok(Some(Action::requeue(BUSY_REQUEUE)));
         };
         if !instance.has(Capability::Finalize) {
             continue;
@@ -1022,7 +1073,9 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
             });
         let checked = match result {
             Ok(checked) => checked,
-            Err((reason, message)) => return finalize_failed(obj, ctx, reason, message).await,
+            Err((reason, message)) => {
+                return finalize_failed(obj, ctx, reason, message).await.map(Some);
+            }
         };
         for event in &checked.events {
             ctx.events
@@ -1046,9 +1099,9 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
                 ));
                 write_operator_status(obj, ctx, Recorded::of(obj).as_ref(), &conditions, &[])
                     .await?;
-                return Ok(Action::requeue(
+                return Ok(Some(Action::requeue(
                     checked.retry_after.unwrap_or(Duration::from_secs(10)),
-                ));
+                )));
             }
             Outcome::Failed | Outcome::Unspecified => {
                 return finalize_failed(
@@ -1057,24 +1110,12 @@ async fn finalize(obj: &DynamicObject, ctx: &Context) -> Result<Action, Reconcil
                     "FinalizeFailed",
                     with_plugin(&instance.label(), &checked.message),
                 )
-                .await;
+                .await
+                .map(Some);
             }
         }
     }
-    remove_finalizer(obj, ctx).await?;
-    ctx.failures.reset(&uid);
-    ctx.extensions.forget(obj);
-    ctx.waiting.done(&ctx.object_ref(obj));
-    ctx.events
-        .publish(
-            &reference,
-            Severity::Normal,
-            "Finalized",
-            "Finalize",
-            "clean-up done; the object can go",
-        )
-        .await;
-    Ok(Action::await_change())
+    Ok(None)
 }
 
 fn finalize_conditions(reconciled: Condition) -> OperatorConditions {

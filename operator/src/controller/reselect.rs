@@ -1,0 +1,170 @@
+//! Moving an object to another implementation, on request.
+//!
+//! The choice of implementation is sticky: once recorded, an object stays
+//! on it even when its preference changes. A person moves it by annotating
+//! it with [`RESELECT`] (any value):
+//!
+//! ```sh
+//! kubectl annotate databasetable users kplug.io/reselect=now
+//! ```
+//!
+//! # Expected flow
+//! 1. The annotation wakes the object (crate::written), and the live object
+//!    is read: a reconcile woken by an older version must not move it twice.
+//! 2. The recorded implementation's plugin is called with `Finalize`, as
+//!    for a deletion, when it advertises the capability: the old
+//!    implementation cleans up first. If its plugin is not ready, the
+//!    object waits for it, and says so.
+//! 3. Once Finalize is done: the old plugin's status fields are removed,
+//!    the operator's status forgets the choice, the annotation is removed
+//!    and a Normal Event says so.
+//! 4. The next reconcile chooses again: the preference if a ready plugin
+//!    offers it, else the first in the stable order.
+//!
+//! # Caveats
+//! - The status the old plugin wrote on the extensions is left as it is.
+//! - With `--selection all` nothing is recorded: the annotation is removed
+//!   with a Warning Event that says it has no effect.
+
+use kube::ResourceExt;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+use std::time::Duration;
+
+use super::{
+    Context, ReconcileError, SelectionMode, finalize_on, object_key, patch_json, wait_for_plugin,
+    write_operator_status,
+};
+use crate::events::Severity;
+use crate::selection::{self, Recorded, Selection};
+use crate::status::{self, Condition, OperatorConditions, types};
+use crate::waiting::Need;
+
+/// The annotation that asks for a new choice of implementation.
+pub const RESELECT: &str = "kplug.io/reselect";
+
+/// Whether `obj` asks to be moved.
+pub fn requested(obj: &DynamicObject) -> bool {
+    obj.annotations().contains_key(RESELECT)
+}
+
+/// Moves `obj` off its recorded implementation (see the module docs).
+/// `None` when the live object no longer asks for it: reconcile as usual.
+pub(super) async fn reselect(
+    obj: &DynamicObject,
+    ctx: &Context,
+) -> Result<Option<Action>, ReconcileError> {
+    let live = ctx
+        .api(obj)
+        .get_opt(&obj.name_any())
+        .await
+        .map_err(|source| ReconcileError::Write {
+            what: "reading the object before moving it",
+            object: object_key(obj),
+            source,
+        })?;
+    let Some(live) = live.filter(|l| l.uid() == obj.uid() && requested(l)) else {
+        return Ok(None);
+    };
+    let recorded = Recorded::of(&live);
+    let (recorded, all) = match (ctx.settings.selection, recorded) {
+        (SelectionMode::All, _) => (None, true),
+        (SelectionMode::Preferred, recorded) => (recorded, false),
+    };
+    if let Some(recorded) = &recorded {
+        let candidates = ctx.registry.candidates(&ctx.target.group_kind());
+        let target = match selection::select(Some(recorded), None, &candidates) {
+            Selection::Chosen { candidate, .. } => candidate,
+            _ => {
+                let message = format!(
+                    "cannot move to another implementation yet: {} has no ready plugin to clean up with Finalize first; waiting for it (to give up the move, remove the annotation {RESELECT})",
+                    recorded.implementation
+                );
+                let need = Need::Recorded(recorded.clone());
+                return wait_for_plugin(&live, ctx, need, "PluginUnavailable", message)
+                    .await
+                    .map(Some);
+            }
+        };
+        if let Some(action) = finalize_on(&live, ctx, std::slice::from_ref(&target)).await? {
+            return Ok(Some(action));
+        }
+        // The old plugin's fields go with its field manager's empty apply.
+        ctx.api(&live)
+            .patch_status(
+                &live.name_any(),
+                &PatchParams::apply(&status::plugin_manager(&target.plugin)).force(),
+                &Patch::Apply(status::apply_body(&live, json!({}))),
+            )
+            .await
+            .map_err(|source| ReconcileError::Write {
+                what: "removing the old plugin's status",
+                object: object_key(&live),
+                source,
+            })?;
+        let conditions = OperatorConditions {
+            plugin_available: Condition::unknown(
+                types::PLUGIN_AVAILABLE,
+                "Reselecting",
+                format!("left {}; choosing again", recorded.implementation),
+            ),
+            extensions_resolved: Condition::unknown(
+                types::EXTENSIONS_RESOLVED,
+                "Pending",
+                "not resolved yet",
+            ),
+            reconciled: Condition::unknown(types::RECONCILED, "Pending", "choosing again"),
+        };
+        write_operator_status(&live, ctx, None, &conditions, &[]).await?;
+    }
+    remove_annotation(&live, ctx).await?;
+    let (severity, reason, message) = match (&recorded, all) {
+        (_, true) => (
+            Severity::Warning,
+            "ReselectIgnored",
+            format!(
+                "{RESELECT} has no effect with --selection all (every plugin is called); removed"
+            ),
+        ),
+        (Some(recorded), false) => (
+            Severity::Normal,
+            "Reselected",
+            format!(
+                "left {}{} after its clean-up; choosing the implementation again",
+                recorded.implementation,
+                recorded
+                    .plugin
+                    .as_deref()
+                    .map(|p| format!(" (plugin {p})"))
+                    .unwrap_or_default()
+            ),
+        ),
+        (None, false) => (
+            Severity::Normal,
+            "Reselected",
+            "no implementation was recorded yet; choosing one".to_owned(),
+        ),
+    };
+    ctx.events
+        .publish(
+            &status::reference(&live),
+            severity,
+            reason,
+            "Reselect",
+            message,
+        )
+        .await;
+    Ok(Some(Action::requeue(Duration::ZERO)))
+}
+
+/// Removes the annotation, only if it is still there (a `test` first).
+async fn remove_annotation(obj: &DynamicObject, ctx: &Context) -> Result<(), ReconcileError> {
+    let path = format!("/metadata/annotations/{}", RESELECT.replace('/', "~1"));
+    let value = obj.annotations().get(RESELECT).cloned().unwrap_or_default();
+    let patch = json!([
+        { "op": "test", "path": path, "value": value },
+        { "op": "remove", "path": path },
+    ]);
+    patch_json(obj, ctx, patch, "removing the reselect annotation").await
+}
