@@ -140,6 +140,15 @@ impl OperatorConditions {
     }
 }
 
+/// The condition `type_` among `conditions` (an object's
+/// `status.conditions`), if there is one.
+pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+    conditions?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
 /// Renders conditions as Kubernetes condition objects, keeping each
 /// `lastTransitionTime` from `previous` (the object's current
 /// `status.conditions`) when the status did not change.
@@ -152,16 +161,10 @@ pub fn render_conditions(
     let now = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
-    let previous: Vec<&Value> = previous
-        .and_then(Value::as_array)
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
     conditions
         .iter()
         .map(|c| {
-            let before = previous
-                .iter()
-                .find(|p| p.get("type").and_then(Value::as_str) == Some(&c.type_));
+            let before = find_condition(previous, &c.type_);
             let since = before
                 .filter(|p| p.get("status").and_then(Value::as_str) == Some(c.status))
                 .and_then(|p| p.get("lastTransitionTime").and_then(Value::as_str))

@@ -224,14 +224,8 @@ async fn a_preference_not_honoured_says_why_once() {
         "{message}"
     );
     // A spec edit reconciles again: still one Warning.
-    w.api(&table_resource())
-        .patch(
-            "typo",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"serverName": "edited"}})),
-        )
-        .await
-        .unwrap();
+    w.merge_table("typo", json!({"spec": {"serverName": "edited"}}))
+        .await;
     w.table_until("typo", "the edit is reconciled", T, |t| {
         (t.data.pointer("/status/observedGeneration") == Some(&json!(2)))
             .then_some(())
@@ -250,14 +244,11 @@ async fn a_preference_not_honoured_says_why_once() {
     // Fixed, but the object stays where it is.
     let _maria = spawn_mariadb_plugin(&w);
     w.until_plugin_up("mariadb", T).await;
-    w.api(&table_resource())
-        .patch(
-            "typo",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"preferredImplementation": "MariaDB"}})),
-        )
-        .await
-        .unwrap();
+    w.merge_table(
+        "typo",
+        json!({"spec": {"preferredImplementation": "MariaDB"}}),
+    )
+    .await;
     let table = w
         .table_until("typo", "the sticky choice is explained", T, |t| {
             expect_condition(t, "PluginAvailable", "True", "PreferenceNotChosen")
@@ -296,27 +287,20 @@ async fn reselect_finalizes_the_old_implementation_then_moves() {
         .await;
     w.ready_on("mover", "PostgreSQL", T).await;
 
-    let tables = w.api(&table_resource());
-    tables
-        .patch(
-            "mover",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"preferredImplementation": "MariaDB"}})),
-        )
-        .await
-        .unwrap();
+    w.merge_table(
+        "mover",
+        json!({"spec": {"preferredImplementation": "MariaDB"}}),
+    )
+    .await;
     w.table_until("mover", "the preference is noted", T, |t| {
         expect_condition(t, "PluginAvailable", "True", "PreferenceNotChosen")
     })
     .await;
-    tables
-        .patch(
-            "mover",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"kplug.io/reselect": "now"}}})),
-        )
-        .await
-        .unwrap();
+    w.merge_table(
+        "mover",
+        json!({"metadata": {"annotations": {"kplug.io/reselect": "now"}}}),
+    )
+    .await;
     let table = w.ready_on("mover", "MariaDB", T).await;
     expect_condition(&table, "PluginAvailable", "True", "PluginReady").unwrap();
     assert_eq!(
@@ -512,14 +496,8 @@ async fn new_version_replaces_the_old_one_without_a_failed_reconcile() {
     assert!(exit.success(), "the SDK exits 0 after draining: {exit:?}");
     let _v2 = spawn_plugin(&w, &[("SCRIPTED_VERSION", "2.0.0")]);
     // A spec change makes the new version reconcile it.
-    w.tables()
-        .patch(
-            "users",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"serverName": "other-cluster"}})),
-        )
-        .await
-        .unwrap();
+    w.merge_table("users", json!({"spec": {"serverName": "other-cluster"}}))
+        .await;
     let table = w
         .table_until("users", "reconciled by 2.0.0", T, |t| {
             expect_condition(t, "Ready", "True", "Reconciled")?;

@@ -184,6 +184,11 @@ fn object_key(obj: &DynamicObject) -> String {
     }
 }
 
+/// The object's preferred implementation, unless empty.
+fn preferred<'a>(obj: &'a DynamicObject, ctx: &Context) -> Option<&'a str> {
+    field(obj, &ctx.settings.preferred_field).filter(|p| !p.is_empty())
+}
+
 fn field<'a>(obj: &'a DynamicObject, path: &[String]) -> Option<&'a str> {
     let mut value = &obj.data;
     for key in path {
@@ -242,7 +247,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
             .map(|c| (c, None))
             .collect(),
         SelectionMode::Preferred => {
-            let preferred = field(obj, &ctx.settings.preferred_field).filter(|p| !p.is_empty());
+            let preferred = preferred(obj, ctx);
             let selection = selection::select(Recorded::of(obj).as_ref(), preferred, &candidates);
             // Just after start-up the preferred plugin may not have
             // registered yet, and a fallback would stick for good.
@@ -310,36 +315,36 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
         .map(|p| p.label())
         .collect::<Vec<_>>()
         .join(", ");
-    let available = match chosen.as_slice() {
+    // With one implementation chosen, say so when it is not the preferred.
+    let notice = match chosen.as_slice() {
         [(candidate, Some(_))] => {
-            let preferred = field(obj, &ctx.settings.preferred_field);
             let ever_offered = ctx.registry.ever_offered(&ctx.target.group_kind());
-            let preference = Preference::of(preferred, candidate, &ever_offered);
-            match preference.notice(candidate) {
-                Some((reason, notice)) => {
-                    // Once per change of reason, not once per reconcile.
-                    if previous_reason(obj, types::PLUGIN_AVAILABLE).as_deref() != Some(reason) {
-                        ctx.events
-                            .publish(
-                                &status::reference(obj),
-                                Severity::Warning,
-                                reason,
-                                "Select",
-                                notice.clone(),
-                            )
-                            .await;
-                    }
-                    Condition::new(
-                        types::PLUGIN_AVAILABLE,
-                        true,
-                        reason,
-                        format!("{labels}; {notice}"),
-                    )
-                }
-                None => Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
-            }
+            Preference::of(preferred(obj, ctx), candidate, &ever_offered).notice(candidate)
         }
-        _ => Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
+        _ => None,
+    };
+    let available = match notice {
+        Some((reason, notice)) => {
+            // Once per change of reason, not once per reconcile.
+            if previous_reason(obj, types::PLUGIN_AVAILABLE) != Some(reason) {
+                ctx.events
+                    .publish(
+                        &status::reference(obj),
+                        Severity::Warning,
+                        reason,
+                        "Select",
+                        notice.clone(),
+                    )
+                    .await;
+            }
+            Condition::new(
+                types::PLUGIN_AVAILABLE,
+                true,
+                reason,
+                format!("{labels}; {notice}"),
+            )
+        }
+        None => Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
     };
 
     // Record the choice before the plugin is called.
@@ -348,11 +353,9 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
     {
         let why = match reason {
             Reason::Preferred => "it is the preferred implementation".to_owned(),
-            Reason::Fallback => match field(obj, &ctx.settings.preferred_field) {
-                Some(p) if !p.is_empty() => {
-                    format!("the preferred implementation {p} has no ready plugin")
-                }
-                _ => "no implementation is preferred".to_owned(),
+            Reason::Fallback => match preferred(obj, ctx) {
+                Some(p) => format!("the preferred implementation {p} has no ready plugin"),
+                None => "no implementation is preferred".to_owned(),
             },
             Reason::Recorded => "it was recorded".to_owned(),
         };
@@ -459,15 +462,7 @@ async fn apply(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileEr
     // server before the plugin is called. If the object is still there and
     // not being deleted, a Finalize can only come after this reconcile
     // (reconciles of one object never overlap).
-    let current = ctx
-        .api(obj)
-        .get_opt(&obj.name_any())
-        .await
-        .map_err(|source| ReconcileError::Write {
-            what: "reading the object before calling its plugin",
-            object: object_key(obj),
-            source,
-        })?;
+    let current = read_live(obj, ctx, "reading the object before calling its plugin").await?;
     match current {
         // The cache can also lag behind a choice that changed: after a
         // reselect, a stale copy still names the old implementation, and
@@ -680,17 +675,7 @@ async fn call_reconcile(
             ctx.failures.failed(&uid),
         ));
     }
-    for event in &checked.events {
-        ctx.events
-            .publish(
-                &event.regarding,
-                event.severity,
-                &event.reason,
-                "Reconcile",
-                event.message.clone(),
-            )
-            .await;
-    }
+    publish_plugin_events(ctx, &checked.events, "Reconcile").await;
     let label = instance.label();
     Ok(match checked.outcome {
         Outcome::Ok => PluginRun {
@@ -737,15 +722,43 @@ async fn call_reconcile(
 }
 
 /// The reason of the condition `type_` in `obj`'s status, if it has one.
-fn previous_reason(obj: &DynamicObject, type_: &str) -> Option<String> {
-    obj.data
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?
+fn previous_reason<'a>(obj: &'a DynamicObject, type_: &str) -> Option<&'a str> {
+    status::find_condition(obj.data.pointer("/status/conditions"), type_)?
         .get("reason")?
         .as_str()
-        .map(str::to_owned)
+}
+
+/// Reads `obj` from the API server, past the controller's cache (which can
+/// lag behind a deletion or a change of choice). `what` names the read in
+/// an error.
+async fn read_live(
+    obj: &DynamicObject,
+    ctx: &Context,
+    what: &'static str,
+) -> Result<Option<DynamicObject>, ReconcileError> {
+    ctx.api(obj)
+        .get_opt(&obj.name_any())
+        .await
+        .map_err(|source| ReconcileError::Write {
+            what,
+            object: object_key(obj),
+            source,
+        })
+}
+
+/// Records the Events a plugin returned from `call`.
+async fn publish_plugin_events(ctx: &Context, events: &[status::PluginEvent], call: &str) {
+    for event in events {
+        ctx.events
+            .publish(
+                &event.regarding,
+                event.severity,
+                &event.reason,
+                call,
+                event.message.clone(),
+            )
+            .await;
+    }
 }
 
 fn with_plugin(label: &str, message: &str) -> String {
@@ -1077,17 +1090,7 @@ async fn finalize_on(
                 return finalize_failed(obj, ctx, reason, message).await.map(Some);
             }
         };
-        for event in &checked.events {
-            ctx.events
-                .publish(
-                    &event.regarding,
-                    event.severity,
-                    &event.reason,
-                    "Finalize",
-                    event.message.clone(),
-                )
-                .await;
-        }
+        publish_plugin_events(ctx, &checked.events, "Finalize").await;
         match checked.outcome {
             Outcome::Ok => {}
             Outcome::Retry => {

@@ -33,8 +33,8 @@ use serde_json::json;
 use std::time::Duration;
 
 use super::{
-    Context, ReconcileError, SelectionMode, finalize_on, object_key, patch_json, wait_for_plugin,
-    write_operator_status,
+    Context, ReconcileError, SelectionMode, finalize_on, object_key, patch_json, read_live,
+    wait_for_plugin, write_operator_status,
 };
 use crate::events::Severity;
 use crate::selection::{self, Recorded, Selection};
@@ -55,15 +55,7 @@ pub(super) async fn reselect(
     obj: &DynamicObject,
     ctx: &Context,
 ) -> Result<Option<Action>, ReconcileError> {
-    let live = ctx
-        .api(obj)
-        .get_opt(&obj.name_any())
-        .await
-        .map_err(|source| ReconcileError::Write {
-            what: "reading the object before moving it",
-            object: object_key(obj),
-            source,
-        })?;
+    let live = read_live(obj, ctx, "reading the object before moving it").await?;
     let Some(live) = live.filter(|l| l.uid() == obj.uid() && requested(l)) else {
         return Ok(None);
     };

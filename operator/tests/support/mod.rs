@@ -390,6 +390,18 @@ impl World {
     }
 
     /// Waits until `check` accepts the table (it returns why not otherwise).
+    /// Applies a JSON merge `patch` to table `name`.
+    pub async fn merge_table(&self, name: &str, patch: Value) {
+        self.api(&table_resource())
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+            .unwrap();
+    }
+
     /// Waits until table `name` is Ready on `implementation`, and returns it.
     pub async fn ready_on(
         &self,
