@@ -162,31 +162,34 @@ python: ## create the Python plugin's virtualenv (SDK + plugin)
 DOCKER ?= docker
 IMAGE_REGISTRY ?= ghcr.io/kplug
 IMAGE_TAG ?= 0.1.0
-# The Rust images: targets of the root Dockerfile (one build of the workspace).
-RUST_IMAGE_TARGETS := kplug-operator sqlite-plugin mariadb-plugin
+comma := ,
 
 .PHONY: docker-engine
 docker-engine: ## start the Docker engine when none runs (deploy/images/engine.sh start; `engine.sh stop` ends it)
 	@DOCKER=$(DOCKER) deploy/images/engine.sh start
 
-.PHONY: images
-images: docker-engine ## build every kplug image with the Docker engine (local stand-ins for base images no registry here serves)
-	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/cli-plugins.sh buildx
-	@DOCKER=$(DOCKER) deploy/images/standins.sh
-	@mkdir -p $(TARGET_DIR)/docker
-	@for target in $(RUST_IMAGE_TARGETS); do \
-	  start=$$(date +%s); \
-	  echo "[images] $(IMAGE_REGISTRY)/$$target:$(IMAGE_TAG) (Dockerfile --target $$target; the first build compiles the workspace in release mode, ten minutes or more)..."; \
-	  DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --target $$target -t $(IMAGE_REGISTRY)/$$target:$(IMAGE_TAG) . > $(TARGET_DIR)/docker/build-$$target.log 2>&1 \
-	    || { tail -40 $(TARGET_DIR)/docker/build-$$target.log; echo "[images] $$target failed; the whole log: $(TARGET_DIR)/docker/build-$$target.log"; exit 1; }; \
-	  echo "[images] $$target built in $$(( $$(date +%s) - start ))s"; \
-	done
+# One image: `docker build` with its log in $(TARGET_DIR)/docker/build-<name>.log
+# and the log's tail when it fails. $(call image,NAME,TAG,BUILD ARGUMENTS,WHAT).
+define image
 	@start=$$(date +%s); \
-	echo "[images] $(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG) (examples/database-table/postgresql-plugin/Dockerfile)..."; \
-	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain -f examples/database-table/postgresql-plugin/Dockerfile \
-	  -t $(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG) . > $(TARGET_DIR)/docker/build-postgresql-plugin.log 2>&1 \
-	  || { tail -40 $(TARGET_DIR)/docker/build-postgresql-plugin.log; echo "[images] postgresql-plugin failed; the whole log: $(TARGET_DIR)/docker/build-postgresql-plugin.log"; exit 1; }; \
-	echo "[images] postgresql-plugin built in $$(( $$(date +%s) - start ))s"
+	echo "[images] $(2) ($(4))..."; \
+	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain $(3) -t $(2) . > $(TARGET_DIR)/docker/build-$(1).log 2>&1 \
+	  || { tail -40 $(TARGET_DIR)/docker/build-$(1).log; echo "[images] $(1) failed; the whole log: $(TARGET_DIR)/docker/build-$(1).log"; exit 1; }; \
+	echo "[images] $(1) built in $$(( $$(date +%s) - start ))s"
+endef
+
+# Every image compose.yaml and the manifests name. The kubectl stand-in
+# (deploy/images/standins.sh) is the kubectl node-binaries builds.
+.PHONY: images
+images: docker-engine $(TARGET_DIR)/testenv/kubectl ## build every kplug image and compose.yaml's kube-testenv with the Docker engine (local stand-ins for base images no registry here serves; buildx and Compose v2 from their Go modules when missing)
+	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/cli-plugins.sh buildx compose
+	@GO=$(GO) DOCKER=$(DOCKER) KUBECTL=$(TARGET_DIR)/testenv/kubectl deploy/images/standins.sh
+	@mkdir -p $(TARGET_DIR)/docker
+	$(call image,kplug-operator,$(IMAGE_REGISTRY)/kplug-operator:$(IMAGE_TAG),--target kplug-operator,Dockerfile --target kplug-operator; the first build compiles the workspace in release mode$(comma) ten minutes or more)
+	$(call image,sqlite-plugin,$(IMAGE_REGISTRY)/sqlite-plugin:$(IMAGE_TAG),--target sqlite-plugin,Dockerfile --target sqlite-plugin; the workspace build is shared)
+	$(call image,mariadb-plugin,$(IMAGE_REGISTRY)/mariadb-plugin:$(IMAGE_TAG),--target mariadb-plugin,Dockerfile --target mariadb-plugin; the workspace build is shared)
+	$(call image,postgresql-plugin,$(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG),-f examples/database-table/postgresql-plugin/Dockerfile,examples/database-table/postgresql-plugin/Dockerfile)
+	$(call image,kube-testenv,kplug-kube-testenv:dev,-f deploy/compose/kube-testenv.Dockerfile,deploy/compose/kube-testenv.Dockerfile for compose.yaml; the first build compiles kube-apiserver in a Go container$(comma) several minutes)
 
 # --- demo ----------------------------------------------------------------------
 

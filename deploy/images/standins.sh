@@ -14,8 +14,15 @@
 # An image already present under a tag (the real one, pulled) is left alone;
 # nothing is ever pulled from here.
 #
-# Environment: DOCKER (the docker CLI), KPLUG_STANDIN_WORK (scratch space,
-# default target/standins), DEBIAN_MIRROR (default http://deb.debian.org/debian).
+# Two stand-ins are older releases than their tags say (Debian bookworm's
+# PostgreSQL 15 for postgres:17, MariaDB 10.11 for mariadb:11.8); the Go one is
+# this machine's Go if it is at least the tag's release; the kubectl one is
+# the kubectl `make node-binaries` builds, if its version is the tag's. Each
+# says what it really is in its description label.
+#
+# Environment: DOCKER (the docker CLI), GO (the go command), KUBECTL (default
+# target/testenv/kubectl), KPLUG_STANDIN_WORK (scratch space, default
+# target/standins), DEBIAN_MIRROR (default http://deb.debian.org/debian).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +38,11 @@ bases=(
   "rust:1.95.0-slim-bookworm"
   "python:3.11-slim-bookworm"
   "gcr.io/distroless/cc-debian12:nonroot"
+  # compose.yaml's (docker compose up) and kube-testenv.Dockerfile's.
+  "golang:1.25-bookworm"
+  "registry.k8s.io/kubectl:v1.35.4"
+  "postgres:17-bookworm"
+  "mariadb:11.8"
 )
 
 say() { printf '[standins] %s\n' "$*" >&2; }
@@ -79,10 +91,13 @@ debian_slim() {
   rm -rf "$rootfs"
 }
 
-# A Dockerfile of standins/ with a context of its own (stdin, a tar stream).
+# A Dockerfile of standins/ with a context of its own; the files named after
+# the context (entrypoints, from standins/ too) are copied into it.
 from_dockerfile() {
-  local tag=$1 file=$2 what=$3 context=$4
+  local tag=$1 file=$2 what=$3 context=$4 extra_file
+  shift 4
   cp "$here/standins/$file" "$context/Dockerfile"
+  for extra_file; do cp -p "$here/standins/$extra_file" "$context/"; done
   mapfile -t extra < <(labels "$tag" "$what")
   DOCKER_BUILDKIT=1 "$docker" build --quiet "${extra[@]}" -t "$tag" "$context" >/dev/null
 }
@@ -116,6 +131,50 @@ distroless_cc() {
   rm -rf "$context"
 }
 
+golang() {
+  local tag=$1 context=$work/golang want have goroot
+  want=${tag#golang:}; want=${want%-bookworm}
+  have=$("${GO:-go}" env GOVERSION); have=${have#go}
+  # Go is backwards compatible: a newer release builds what the tag's does.
+  [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ] \
+    || { say "$tag needs Go $want or newer; this machine has $have"; exit 1; }
+  goroot=$("${GO:-go}" env GOROOT)
+  rm -rf "$context" && mkdir -p "$context/go"
+  # The toolchain without its tests and documentation.
+  cp -a "$goroot"/{bin,pkg,src,lib,go.env,VERSION} "$context/go/"
+  rm -rf "$context/go/pkg/obj" "$context/go/pkg/bootstrap"
+  from_dockerfile "$tag" golang.Dockerfile "Debian slim + this machine's Go $have" "$context"
+  rm -rf "$context"
+}
+
+kubectl_image() {
+  local tag=$1 context=$work/kubectl kubectl=${KUBECTL:-$root/target/testenv/kubectl} have
+  [ -x "$kubectl" ] || { say "$tag is made from $kubectl, which is missing: make node-binaries"; exit 1; }
+  have=$("$kubectl" version --client -o json | sed -n 's/^ *"gitVersion": "\(.*\)",$/\1/p')
+  [ "$have" = "${tag##*:}" ] \
+    || { say "$tag needs kubectl ${tag##*:}; $kubectl is $have"; exit 1; }
+  rm -rf "$context" && mkdir -p "$context"
+  cp "$kubectl" "$context/kubectl"
+  from_dockerfile "$tag" kubectl.Dockerfile "kubectl $have built from k8s.io/kubernetes on distroless cc" "$context"
+  rm -rf "$context"
+}
+
+postgres() {
+  local tag=$1 context=$work/postgres
+  rm -rf "$context" && mkdir -p "$context"
+  from_dockerfile "$tag" postgres.Dockerfile "Debian bookworm's PostgreSQL 15 (not 17)" "$context" \
+    postgres-entrypoint.sh
+  rm -rf "$context"
+}
+
+mariadb() {
+  local tag=$1 context=$work/mariadb
+  rm -rf "$context" && mkdir -p "$context"
+  from_dockerfile "$tag" mariadb.Dockerfile "Debian bookworm's MariaDB 10.11 (not 11.8)" "$context" \
+    mariadb-entrypoint.sh mariadb-healthcheck.sh
+  rm -rf "$context"
+}
+
 if [ "${1:-}" = --list ]; then
   for tag in "${bases[@]}"; do printf '%-42s %s\n' "$tag" "$(state "$tag")"; done
   exit 0
@@ -138,6 +197,11 @@ for tag in "${bases[@]}"; do
     rust:*) rust_slim "$tag" ;;
     python:*) python_slim "$tag" ;;
     gcr.io/distroless/cc-*) distroless_cc "$tag" ;;
+    golang:*) golang "$tag" ;;
+    registry.k8s.io/kubectl:*) kubectl_image "$tag" ;;
+    postgres:*) postgres "$tag" ;;
+    mariadb:*) mariadb "$tag" ;;
+    *) say "no recipe for a stand-in of $tag"; exit 1 ;;
   esac
   say "$tag: stand-in built in $(( $(date +%s) - start ))s"
 done

@@ -24,10 +24,14 @@ const RUST_TARGETS: [&str; 3] = ["kplug-operator", "sqlite-plugin", "mariadb-plu
 const PYTHON_IMAGE: &str = "examples/database-table/postgresql-plugin/Dockerfile";
 const GO_IMAGE: &str = "deploy/compose/kube-testenv.Dockerfile";
 /// The stand-in base images (deploy/images/standins.sh), linted like the rest.
-const STANDINS: [&str; 3] = [
+const STANDINS: [&str; 7] = [
     "deploy/images/standins/rust.Dockerfile",
     "deploy/images/standins/python.Dockerfile",
     "deploy/images/standins/distroless-cc.Dockerfile",
+    "deploy/images/standins/golang.Dockerfile",
+    "deploy/images/standins/kubectl.Dockerfile",
+    "deploy/images/standins/postgres.Dockerfile",
+    "deploy/images/standins/mariadb.Dockerfile",
 ];
 
 fn all_dockerfiles() -> Vec<&'static str> {

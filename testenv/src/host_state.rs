@@ -34,10 +34,26 @@ const HOST_PATHS: &[&str] = &[
     "/opt/containerd",
 ];
 
-/// A node's own processes, by their command name (`/proc/<pid>/comm`, at
-/// most 15 characters). The processes of its pods are found by their cgroup
-/// instead, and containerd shims by their namespace.
-const NODE_PROCESSES: &[&str] = &["kubelet", "kube-controller", "kube-scheduler"];
+/// A node's own processes and Docker's per-container helpers, by their
+/// command name (`/proc/<pid>/comm`, at most 15 characters). The processes of
+/// pods and containers are found by their cgroup instead, and containerd
+/// shims by their namespace.
+const NODE_PROCESSES: &[&str] = &[
+    "kubelet",
+    "kube-controller",
+    "kube-scheduler",
+    // Docker's userland proxy, one per published port.
+    "docker-proxy",
+];
+
+/// The containerd namespaces of the kubelet (`k8s.io`) and of Docker
+/// (`moby`): a shim serving one of them serves a pod's or a container's
+/// processes.
+const SHIM_NAMESPACES: &[&[u8]] = &[b"k8s.io", b"moby"];
+
+/// Cgroup path parts of pods (the kubelet's `kubepods`) and of Docker's
+/// containers (cgroupfs driver).
+const CONTAINER_CGROUPS: &[&str] = &["/kubepods", "/docker/"];
 
 /// The machine's state that a node, a pod or a container can change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,9 +72,10 @@ pub struct HostSnapshot {
     cgroups: BTreeSet<String>,
     /// Which of [`HOST_PATHS`] exist.
     paths: BTreeSet<String>,
-    /// `comm (pid)` of the processes of a node: those named in
-    /// [`NODE_PROCESSES`], containerd shims of the Kubernetes namespace and
-    /// every process in a `kubepods` cgroup (a pod's).
+    /// `comm (pid)` of the processes of a node or a container engine: those
+    /// named in [`NODE_PROCESSES`], containerd shims of the namespaces in
+    /// [`SHIM_NAMESPACES`] and every process in a pod's or a Docker
+    /// container's cgroup.
     processes: BTreeSet<String>,
 }
 
@@ -198,10 +215,16 @@ fn node_processes() -> BTreeSet<String> {
         let comm = comm.trim();
         let ours = NODE_PROCESSES.iter().any(|name| comm.starts_with(name))
             || (comm.starts_with("containerd-shim")
-                && fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|cmdline| cmdline.windows(6).any(|w| w == b"k8s.io")))
-            || fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|cgroups| cgroups.contains("/kubepods"));
+                && fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    cmdline
+                        .split(|&b| b == 0)
+                        .any(|arg| SHIM_NAMESPACES.contains(&arg))
+                }))
+            || fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|cgroups| {
+                CONTAINER_CGROUPS
+                    .iter()
+                    .any(|part| cgroups.contains(part))
+            });
         if ours {
             found.insert(format!("{comm} ({pid})"));
         }
