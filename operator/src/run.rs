@@ -68,6 +68,10 @@ impl Default for Config {
     }
 }
 
+/// How long the registry keeps answering after shutdown began, for the
+/// plugins' Unregister calls (they are stopped together with the operator).
+const UNREGISTER_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs the operator until `shutdown` resolves.
 ///
 /// # Errors
@@ -109,6 +113,8 @@ pub async fn run(
     );
 
     let (stop, stopped) = watch::channel(false);
+    // The registry stops last, on a signal of its own (see the shutdown).
+    let (stop_registry, mut registry_stopped) = watch::channel(false);
     let until_stopped = move || {
         let mut stopped = stopped.clone();
         async move {
@@ -122,8 +128,9 @@ pub async fn run(
         Some(addr) => Some(http::bind(addr).await?),
         None => None,
     };
-    let mut registry_task =
-        tokio::spawn(registry.clone().serve_on(registry_socket, until_stopped()));
+    let mut registry_task = tokio::spawn(registry.clone().serve_on(registry_socket, async move {
+        let _ = registry_stopped.wait_for(|s| *s).await;
+    }));
     let readiness = Readiness::default();
     let http_task = http_listener.map(|listener| {
         tokio::spawn(http::serve(
@@ -215,6 +222,21 @@ pub async fn run(
         elector.release().await;
     }
     if !registry_task.is_finished() {
+        // In a pod the kubelet sends SIGTERM to the operator and to its
+        // plugin sidecars at once. Each plugin then unregisters; a registry
+        // that had stopped with the controller would refuse that (the
+        // plugin logs "Unregister failed"). So it keeps serving until every
+        // plugin has gone or UNREGISTER_WAIT has passed.
+        let mut changes = registry.changes();
+        let _ = tokio::time::timeout(UNREGISTER_WAIT, async {
+            while !registry.ready().is_empty() {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        let _ = stop_registry.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut registry_task).await;
     }
     if let Some(task) = http_task {

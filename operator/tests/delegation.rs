@@ -762,3 +762,55 @@ async fn a_plugin_restart_with_the_same_offers_causes_no_reconcile() {
         "no object was waiting for the plugin; the calls after every table was Ready: {extra:?}"
     );
 }
+
+/// In a pod the kubelet sends SIGTERM to the operator and to its plugin
+/// sidecars, one container after another. A plugin signalled a moment after
+/// the operator must still have its Unregister answered (the registry keeps
+/// serving while plugins unregister), and both exit cleanly.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_stopped_just_after_the_operator_still_unregisters() {
+    let mut world = world("sigterm-pod", &[]).await;
+    let mut plugin = plugin_command(
+        &world,
+        world.sockets.path(),
+        &[
+            ("SCRIPTED_NAME", "mariadb"),
+            ("SCRIPTED_IMPLEMENTATION", "MariaDB"),
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .expect("start the scripted plugin");
+    world.until_plugin_up("mariadb", T).await;
+
+    signal(&world.operator, Signal::SIGTERM);
+    // Long enough for the operator's controller to have stopped.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(&plugin, Signal::SIGTERM);
+
+    let mut log = String::new();
+    let stdout = plugin.stdout.take().unwrap();
+    let read = async {
+        use tokio::io::AsyncReadExt;
+        let mut stdout = stdout;
+        stdout.read_to_string(&mut log).await.unwrap();
+        plugin.wait().await.unwrap()
+    };
+    let plugin_status = tokio::time::timeout(T, read)
+        .await
+        .expect("the plugin exits after SIGTERM");
+    assert!(plugin_status.success(), "plugin: {plugin_status}\n{log}");
+    let shutdown = log
+        .split_once("shutting down")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("no shutdown in the plugin's log:\n{log}"));
+    assert!(
+        shutdown.contains("unregistered") && !shutdown.contains("Unregister failed"),
+        "the plugin's Unregister was not answered:\n{log}"
+    );
+    let operator_status = tokio::time::timeout(T, world.operator.wait())
+        .await
+        .expect("the operator exits after SIGTERM")
+        .unwrap();
+    assert!(operator_status.success(), "operator: {operator_status}");
+}

@@ -271,6 +271,13 @@ pub async fn spawn_plugin_as_uid(world: &World, uid: u32, env: &[(&str, &str)]) 
 
 /// [`spawn_plugin`] next to another operator replica, on `sockets`.
 pub fn spawn_plugin_in(world: &World, sockets: &Path, env: &[(&str, &str)]) -> Child {
+    plugin_command(world, sockets, env)
+        .spawn()
+        .expect("start the scripted plugin")
+}
+
+/// The command [`spawn_plugin_in`] runs (e.g. to read its output).
+pub fn plugin_command(world: &World, sockets: &Path, env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(kplug_testenv::workspace_binary("examples/scripted"));
     cmd.env("KPLUG_SOCKET_DIR", sockets)
         .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
@@ -281,7 +288,7 @@ pub fn spawn_plugin_in(world: &World, sockets: &Path, env: &[(&str, &str)]) -> C
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.spawn().expect("start the scripted plugin")
+    cmd
 }
 
 pub fn signal(child: &Child, signal: nix::sys::signal::Signal) {
