@@ -54,7 +54,9 @@ fn quick_start() -> Vec<String> {
         .map(|line| line.trim().to_owned())
         .collect();
     assert!(
-        commands.first().is_some_and(|c| c.starts_with("docker compose up"))
+        commands
+            .first()
+            .is_some_and(|c| c.starts_with("docker compose up"))
             && commands.last().is_some_and(|c| c == DOWN),
         "docs/deploy.md's compose quick start must start with `docker compose up` and end \
          with `{DOWN}`: {commands:#?}"
@@ -183,7 +185,10 @@ fn apply_table(name: &str, implementation: &str) {
          serverName: authorization-cluster\n  preferredImplementation: {implementation}\n  \
          columns:\n  - name: id\n    type: uint64\n"
     );
-    sh("docker compose run --rm -T kubectl apply -f -", Some(&manifest));
+    sh(
+        "docker compose run --rm -T kubectl apply -f -",
+        Some(&manifest),
+    );
 }
 
 /// The container of a compose service: its id.
@@ -290,9 +295,14 @@ fn the_compose_quick_start_converges_survives_a_plugin_kill_and_down_leaves_noth
         "the MariaDB plugin's restart by its restart policy",
         Duration::from_secs(60),
         || {
-            let state = inspect(&plugin, "{{.RestartCount}} {{.State.Running}} {{.State.Pid}}");
+            let state = inspect(
+                &plugin,
+                "{{.RestartCount}} {{.State.Running}} {{.State.Pid}}",
+            );
             let mut fields = state.split(' ');
-            let restarted = fields.next().is_some_and(|n| n.parse::<u32>().unwrap_or(0) >= 1);
+            let restarted = fields
+                .next()
+                .is_some_and(|n| n.parse::<u32>().unwrap_or(0) >= 1);
             let running = fields.next() == Some("true");
             let new_pid = fields.next().is_some_and(|p| p != pid && p != "0");
             (!(restarted && running && new_pid)).then_some(state)

@@ -13,7 +13,9 @@
 //!   is killed is restarted
 //!   by the kubelet, registers again, and a table created meanwhile
 //!   converges; a new plugin image tag rolls out with every table staying
-//!   Ready;
+//!   Ready; a deleted pod's plugin unregisters, drains and exits within the
+//!   grace period (checked for the sqlite pod; the confinement for the pods
+//!   of every overlay);
 //! - nothing is left on the machine when the node stops.
 //!
 //! Root only; needs `make images`, `make node-binaries` and the databases'
@@ -29,7 +31,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kplug_deploy_tests::yaml::readiness;
 use kplug_deploy_tests::{http, repo_root};
 use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions, eventually, target_dir};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -98,18 +100,25 @@ fn stop_and_check(control_plane: ControlPlane, before: &HostSnapshot, what: &str
 /// `kubectl` (from `make node-binaries`) against the control plane, from the
 /// repository root, as a user types it.
 fn kubectl(control_plane: &ControlPlane, args: &[&str]) -> Output {
+    kubectl_command(control_plane)
+        .args(args)
+        .output()
+        .expect("running kubectl")
+}
+
+/// The node's kubectl, on this control plane, from the repository root.
+fn kubectl_command(control_plane: &ControlPlane) -> Command {
     let binary = target_dir().join("testenv").join("kubectl");
     assert!(
         binary.is_file(),
         "{} is missing: run `make node-binaries`",
         binary.display()
     );
-    Command::new(binary)
-        .args(args)
+    let mut command = Command::new(binary);
+    command
         .env("KUBECONFIG", control_plane.kubeconfig_path())
-        .current_dir(repo_root())
-        .output()
-        .expect("running kubectl")
+        .current_dir(repo_root());
+    command
 }
 
 fn kubectl_ok(control_plane: &ControlPlane, args: &[&str]) -> String {
@@ -404,7 +413,16 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
         let name = format!("node-{overlay}");
         create_table(&client, &name, implementation).await;
         converged(&client, &control_plane, &name, implementation).await;
-        eprintln!("overlay {overlay}: 2 replicas Ready, {name} Ready on {implementation}");
+        let plugins: Vec<&str> = images
+            .iter()
+            .filter_map(|image| image.strip_suffix("-plugin"))
+            .collect();
+        for pod in operator_pods(&client).await {
+            tokio::task::block_in_place(|| assert_confined(&pod, &plugins));
+        }
+        eprintln!(
+            "overlay {overlay}: 2 replicas Ready and confined, {name} Ready on {implementation}"
+        );
 
         // The table goes before the node does (its finalizer drops it in
         // the real database).
@@ -428,30 +446,76 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
     }
 }
 
-/// A process of a running container, found from the host: the pod's
-/// processes are in its cgroup, and the container's name is its command.
+/// The main process of a running container, found from the host: the
+/// container's id (from the pod's status) is in its processes' cgroup path.
 struct ContainerProcess {
     pid: u32,
 }
 
 impl ContainerProcess {
-    /// The process named `comm` (at most 15 characters) in pod `pod_uid`.
-    fn find(pod_uid: &str, comm: &str) -> Option<Self> {
-        // cgroupfs spells the pod's cgroup `pod<uid>`.
-        let marker = format!("pod{pod_uid}");
+    /// The lowest pid in the cgroup of `container` of `pod` (its first
+    /// process), or None while it is not running.
+    fn of(pod: &Pod, container: &str) -> Option<Self> {
+        let id = pod
+            .status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .iter()
+            .find(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()))?
+            .container_id
+            .as_ref()?
+            .rsplit("://")
+            .next()?
+            .to_owned();
         std::fs::read_dir("/proc")
             .ok()?
             .filter_map(Result::ok)
-            .find_map(|entry| {
+            .filter_map(|entry| {
                 let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
                 let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-                (name.trim() == comm && cgroup.contains(&marker)).then_some(Self { pid })
+                cgroup.contains(&id).then_some(pid)
             })
+            .min()
+            .map(|pid| Self { pid })
     }
 
     fn root(&self) -> PathBuf {
         PathBuf::from(format!("/proc/{}/root", self.pid))
+    }
+
+    /// `path` as the container sees it, from the host: symbolic links are
+    /// followed inside the container's root (an image's `/var/run -> /run`
+    /// would otherwise lead to the host's `/run`).
+    fn path(&self, path: &str) -> PathBuf {
+        let root = self.root();
+        let mut pending: Vec<String> = path.split('/').rev().map(str::to_owned).collect();
+        let mut resolved = PathBuf::new();
+        let mut links = 0;
+        while let Some(part) = pending.pop() {
+            match part.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    resolved.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            let candidate = resolved.join(&part);
+            match std::fs::read_link(root.join(&candidate)) {
+                Ok(target) => {
+                    links += 1;
+                    assert!(links < 40, "too many links resolving {path}");
+                    let target = target.to_string_lossy().into_owned();
+                    if target.starts_with('/') {
+                        resolved = PathBuf::new();
+                    }
+                    pending.extend(target.split('/').rev().map(str::to_owned));
+                }
+                Err(_) => resolved = candidate,
+            }
+        }
+        root.join(resolved)
     }
 
     /// The effective uid (`Uid:` in /proc/<pid>/status).
@@ -504,6 +568,90 @@ fn restarts(pod: &Pod, container: &str) -> i32 {
         .map_or(0, |c| c.restart_count)
 }
 
+/// The UID each plugin's container runs as in the manifests, which the
+/// operator accepts the plugin's name from (`KPLUG_PLUGIN_UID_<NAME>`).
+const PLUGIN_UIDS: [(&str, u32); 3] =
+    [("sqlite", 10001), ("mariadb", 10002), ("postgresql", 10003)];
+
+/// Every running container of an operator pod, looked into from the host
+/// (`/proc/<pid>/root`, `status`, `mountinfo`, its network namespace): only
+/// the operator holds an API token; each container runs as the UID the
+/// manifests give it, with a read-only root filesystem; each plugin's socket
+/// is owned by that UID; and nothing the pod sends can leave the machine.
+fn assert_confined(pod: &Pod, plugins: &[&str]) {
+    let name = pod.name_any();
+    let operator = ContainerProcess::of(pod, "operator")
+        .unwrap_or_else(|| panic!("{name}: the operator's process"));
+    assert!(
+        operator
+            .path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+            .is_file(),
+        "{name}: the operator holds its token"
+    );
+    assert_eq!(operator.uid(), 65532, "{name}: the operator's user");
+    assert!(
+        operator.read_only_root(),
+        "{name}: the operator's root filesystem is writable"
+    );
+    for plugin in plugins {
+        let container = format!("{plugin}-plugin");
+        let process = ContainerProcess::of(pod, &container)
+            .unwrap_or_else(|| panic!("{name}: the process of {container}"));
+        assert!(
+            !process.path("/var/run/secrets").exists(),
+            "{name}: {container} has a /var/run/secrets"
+        );
+        let uid = PLUGIN_UIDS
+            .iter()
+            .find(|(p, _)| p == plugin)
+            .map(|(_, uid)| *uid)
+            .unwrap();
+        assert_eq!(process.uid(), uid, "{name}: {container}'s user");
+        assert!(
+            process.read_only_root(),
+            "{name}: {container}'s root filesystem is writable"
+        );
+        // Its socket, created on that read-only root's volume, as its user.
+        let socket = process.path(&format!("/var/run/kplug/plugins/{plugin}/plugin.sock"));
+        // A replica that is not the leader may still be starting its
+        // plugin (a Python one takes a moment to import).
+        let started = std::time::Instant::now();
+        let meta = loop {
+            match std::fs::metadata(&socket) {
+                Ok(meta) => break meta,
+                Err(e) if started.elapsed() > CONVERGE => {
+                    panic!("{name}: {container}'s socket {}: {e}", socket.display())
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        };
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            uid,
+            "{name}: the owner of {container}'s socket"
+        );
+    }
+    // No route but the bridge and the Service range, and names resolve
+    // against the pod's own loopback.
+    let outside = Command::new("nsenter")
+        .arg(format!("--net=/proc/{}/ns/net", operator.pid))
+        .args(["bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/80"])
+        .output()
+        .expect("running nsenter");
+    let said = String::from_utf8_lossy(&outside.stderr);
+    assert!(
+        !outside.status.success() && said.contains("Network is unreachable"),
+        "{name}: a connection from the pod to an outside address: {said}"
+    );
+    let resolv = std::fs::read_to_string(operator.path("/etc/resolv.conf"))
+        .expect("the operator's resolv.conf");
+    let nameservers: Vec<&str> = resolv
+        .lines()
+        .filter_map(|l| l.strip_prefix("nameserver "))
+        .collect();
+    assert_eq!(nameservers, ["127.0.0.1"], "{name}: {resolv}");
+}
+
 /// The SQLite overlay's pods, looked into from the host: tokens, users,
 /// read-only roots; then a killed sidecar and a plugin upgrade.
 #[tokio::test(flavor = "multi_thread")]
@@ -524,67 +672,15 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
     create_table(&client, "first", "SQLite").await;
     converged(&client, &control_plane, "first", "SQLite").await;
 
-    // Inside every running container of both pods.
     for pod in operator_pods(&client).await {
-        let uid = pod.uid().expect("a pod uid");
-        let operator =
-            ContainerProcess::find(&uid, "kplug-operator").expect("the operator's process");
-        let plugin = ContainerProcess::find(&uid, "sqlite-plugin").expect("the plugin's process");
-        let secrets = Path::new("var/run/secrets/kubernetes.io/serviceaccount/token");
-        assert!(
-            operator.root().join(secrets).is_file(),
-            "the operator holds its token"
-        );
-        assert!(
-            !plugin.root().join("var/run/secrets").exists(),
-            "the plugin container has no /var/run/secrets"
-        );
-        // Each as the UID the manifests give it: the operator accepts the
-        // plugin name sqlite only from 10001 (KPLUG_PLUGIN_UID_SQLITE).
-        for (what, process, uid) in [
-            ("operator", &operator, 65532),
-            ("sqlite-plugin", &plugin, 10001),
-        ] {
-            assert_eq!(process.uid(), uid, "{what}'s user");
-            assert!(
-                process.read_only_root(),
-                "{what}: its root filesystem is writable"
-            );
-        }
-        // Nothing a pod sends can leave the machine: no route but the
-        // bridge and the Service range, and names resolve against the
-        // pod's own loopback.
-        let outside = Command::new("nsenter")
-            .arg(format!("--net=/proc/{}/ns/net", operator.pid))
-            .args(["bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/80"])
-            .output()
-            .expect("running nsenter");
-        let said = String::from_utf8_lossy(&outside.stderr);
-        assert!(
-            !outside.status.success() && said.contains("Network is unreachable"),
-            "a connection from the pod to an outside address: {said}"
-        );
-        let resolv = std::fs::read_to_string(operator.root().join("etc/resolv.conf"))
-            .expect("the operator's resolv.conf");
-        let nameservers: Vec<&str> = resolv
-            .lines()
-            .filter_map(|l| l.strip_prefix("nameserver "))
-            .collect();
-        assert_eq!(nameservers, ["127.0.0.1"], "{resolv}");
-        // Its socket, created on that read-only root's volume, as its user.
-        let socket = plugin
-            .root()
-            .join("var/run/kplug/plugins/sqlite/plugin.sock");
-        let meta = std::fs::metadata(&socket).expect("the plugin's socket");
-        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), plugin.uid());
+        tokio::task::block_in_place(|| assert_confined(&pod, &["sqlite"]));
     }
 
     // A killed plugin container: the kubelet restarts it, it registers
     // again, and a table created while it was down converges.
     let pods = operator_pods(&client).await;
     for pod in &pods {
-        let uid = pod.uid().unwrap();
-        ContainerProcess::find(&uid, "sqlite-plugin")
+        ContainerProcess::of(pod, "sqlite-plugin")
             .expect("the plugin's process")
             .kill();
     }
@@ -689,8 +785,122 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
         not_ready.join("\n")
     );
 
+    deleting_a_pod_drains_its_plugin(&client, &control_plane).await;
+
     drop(client);
     stop_and_check(control_plane, &before, "the sqlite pod test");
+}
+
+/// Deleting a pod: the kubelet sends SIGTERM to every container; the SQLite
+/// plugin unregisters from the operator, drains its calls and exits cleanly
+/// (status 0, not killed), within the pod's `terminationGracePeriodSeconds`.
+/// The container's log file on the node is opened before the deletion and
+/// read to its end once the container has stopped (`kubectl logs -f` can end
+/// before the last lines, and the kubelet removes a stopped container's log
+/// file); a finalizer of the test's holds the pod object until the
+/// container's final state is read.
+async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &ControlPlane) {
+    const HOLD: &str = "kplug.test/hold-for-logs";
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let pod = operator_pods(client).await.remove(0);
+    let name = pod.name_any();
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .expect("terminationGracePeriodSeconds");
+    let mut log_file = {
+        let dir = control_plane.data_dir().expect("a data dir").join(format!(
+            "node/pod-logs/{NAMESPACE}_{name}_{}/sqlite-plugin",
+            pod.uid().unwrap()
+        ));
+        // `<restart count>.log`: the running container's is the newest.
+        let newest = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "log"))
+            .max_by_key(|path| {
+                path.file_stem()
+                    .and_then(|s| s.to_str()?.parse::<u32>().ok())
+                    .unwrap_or(0)
+            })
+            .unwrap_or_else(|| panic!("no log file in {}", dir.display()));
+        std::fs::File::open(&newest).unwrap()
+    };
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})),
+    )
+    .await
+    .expect("hold the pod with a finalizer");
+    pods.delete(&name, &Default::default())
+        .await
+        .expect("delete the pod");
+
+    let terminated = eventually(
+        &format!("{name}: sqlite-plugin stops after SIGTERM"),
+        Duration::from_secs(u64::try_from(grace).unwrap() + 30),
+        || async {
+            let pod = pods.get(&name).await.map_err(|e| e.to_string())?;
+            // deletionTimestamp is the deadline (request + grace period).
+            let deleted_at = pod
+                .metadata
+                .deletion_timestamp
+                .as_ref()
+                .zip(pod.metadata.deletion_grace_period_seconds)
+                .map(|(deadline, grace)| deadline.0.as_second() - grace);
+            pod.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.iter().find(|c| c.name == "sqlite-plugin"))
+                .and_then(|c| c.state.as_ref()?.terminated.clone())
+                .zip(deleted_at)
+                .ok_or_else(|| format!("{:?}", pod.status))
+        },
+    )
+    .await;
+    let (state, deleted_at) = terminated;
+    // Read through the open file, even if it has been removed meanwhile.
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut log_file, &mut text).unwrap();
+    let released = pods
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    assert!(released.is_ok(), "release {name}: {released:?}");
+
+    assert_eq!(
+        state.exit_code, 0,
+        "{name}: sqlite-plugin did not exit cleanly after SIGTERM: {state:?}\n{text}"
+    );
+    let shutdown = text
+        .split_once("shutting down")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("{name}: no shutdown in sqlite-plugin's log:\n{text}"));
+    for said in ["unregistered", "stopped"] {
+        assert!(
+            shutdown.contains(said),
+            "{name}: sqlite-plugin's log has no \"{said}\" after SIGTERM:\n{text}"
+        );
+    }
+    for complaint in ["Unregister failed", "timed out", "still in flight"] {
+        assert!(
+            !shutdown.contains(complaint),
+            "{name}: sqlite-plugin's shutdown: {complaint}:\n{text}"
+        );
+    }
+    // Both stamps have whole seconds.
+    let took = state.finished_at.expect("finishedAt").0.as_second() - deleted_at;
+    assert!(
+        (0..grace).contains(&took),
+        "{name}: sqlite-plugin stopped {took} s after the deletion, over its grace period of {grace} s"
+    );
+    eprintln!("{name} deleted: sqlite-plugin unregistered, drained and exited 0 within {took} s");
 }
 
 /// Tags an image in the node's containerd: a "new release" of the same

@@ -220,11 +220,8 @@ fn node_processes() -> BTreeSet<String> {
                         .split(|&b| b == 0)
                         .any(|arg| SHIM_NAMESPACES.contains(&arg))
                 }))
-            || fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|cgroups| {
-                CONTAINER_CGROUPS
-                    .iter()
-                    .any(|part| cgroups.contains(part))
-            });
+            || fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|cgroups| CONTAINER_CGROUPS.iter().any(|part| cgroups.contains(part)));
         if ours {
             found.insert(format!("{comm} ({pid})"));
         }
