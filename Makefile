@@ -100,6 +100,15 @@ test-rust: testenv node-binaries build databases python deploy-tools images ## c
 	$(CARGO) test --workspace --doc
 
 # The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
+# The fast tier: no control plane, no database, no container. Unit tests of
+# every crate, and the Rust SDK's tests over real Unix sockets against the
+# operator's registry in-process. Everything else in `make test` needs a
+# cluster (kube-testenv) or a database.
+.PHONY: unit
+unit: ## the fast tier: unit tests and in-process socket tests, no control plane (about a minute warm)
+	$(CARGO) test --workspace --lib --bins
+	$(CARGO) test -p kplug-sidecar --tests
+
 .PHONY: test-python
 test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 	$(MAKE) -C sidecar-sdk/python check

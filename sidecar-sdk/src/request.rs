@@ -31,6 +31,54 @@ impl Request {
         })
     }
 
+    /// A request as the operator would send it: for a plugin's own unit
+    /// tests, which then call its handlers directly, with no socket and no
+    /// operator.
+    ///
+    /// ```
+    /// use kplug_sidecar::{BoxError, Plugin, Request, Response};
+    /// use serde_json::json;
+    ///
+    /// struct Hello;
+    ///
+    /// impl Plugin for Hello {
+    ///     async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok().status(json!({ "greeting": format!("hello, {}", request.name()) })))
+    ///     }
+    /// }
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let request = Request::from_json(
+    ///     "Hello",
+    ///     json!({"apiVersion": "example.com/v1", "kind": "Greeting",
+    ///            "metadata": {"name": "world", "namespace": "default"}, "spec": {}}),
+    ///     [],
+    /// )
+    /// .unwrap();
+    /// let response = Hello.reconcile(request).await.unwrap();
+    /// assert_eq!(response.to_json()["outcome"], "OK");
+    /// assert_eq!(response.to_json()["status"]["greeting"], "hello, world");
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when the object or an extension is not a JSON
+    /// object.
+    pub fn from_json(
+        implementation: &str,
+        object: serde_json::Value,
+        extensions: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            implementation: implementation.to_owned(),
+            object: Object::new(object)?,
+            extensions: extensions
+                .into_iter()
+                .map(Object::new)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
     /// The implementation the operator chose (one of this plugin's offers).
     pub fn implementation(&self) -> &str {
         &self.implementation

@@ -177,6 +177,48 @@ impl Response {
         self.outcome
     }
 
+    /// The response as it would be sent, as JSON, for a plugin's own tests:
+    /// `outcome` (`"OK"`, `"RETRY"`, `"FAILED"`), `message`,
+    /// `retryAfterSeconds`, `status`, `extensionStatuses` (`{target,
+    /// status}`), `conditions` and `events`. A builder mistake (a reserved
+    /// key, a status that is not an object) shows as the FAILED response
+    /// the operator would get. See [`crate::Request::from_json`].
+    pub fn to_json(&self) -> Value {
+        let r = self.clone().into_parts();
+        let outcome = match r.outcome {
+            Outcome::Ok => "OK",
+            Outcome::Retry => "RETRY",
+            Outcome::Failed => "FAILED",
+            Outcome::Unspecified => "UNSPECIFIED",
+        };
+        let condition_status = |status: i32| match ConditionStatus::try_from(status) {
+            Ok(ConditionStatus::True) => "True",
+            Ok(ConditionStatus::False) => "False",
+            _ => "Unknown",
+        };
+        serde_json::json!({
+            "outcome": outcome,
+            "message": r.message,
+            "retryAfterSeconds": r.retry_after.map(|d| d.as_secs_f64()),
+            "status": r.status,
+            "extensionStatuses": r.extension_statuses.iter().map(|(target, status)| serde_json::json!({
+                "target": {"apiVersion": target.api_version, "kind": target.kind, "name": target.name, "namespace": target.namespace},
+                "status": status,
+            })).collect::<Vec<_>>(),
+            "conditions": r.conditions.iter().map(|c| serde_json::json!({
+                "type": c.r#type,
+                "status": condition_status(c.status),
+                "reason": c.reason,
+                "message": c.message,
+            })).collect::<Vec<_>>(),
+            "events": r.events.iter().map(|e| serde_json::json!({
+                "type": if e.r#type == EventType::Warning as i32 { "Warning" } else { "Normal" },
+                "reason": e.reason,
+                "message": e.message,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     /// A builder mistake (reserved key, status not an object), turned into
     /// FAILED when sent so the plugin author sees it on the resource.
     fn into_parts(self) -> Self {
@@ -246,6 +288,34 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Failed as i32);
         let r = Response::ok().status(json!([1, 2])).into_reconcile();
         assert!(r.message.contains("must be a JSON object"), "{}", r.message);
+    }
+
+    #[test]
+    fn to_json_shows_what_would_be_sent() {
+        let r = Response::retry(Duration::from_secs(3))
+            .message("waiting")
+            .status(json!({"a": 1}))
+            .condition("TableReady", Some(false), "Pending", "soon")
+            .warning("Slow", "slow server");
+        assert_eq!(
+            r.to_json(),
+            json!({
+                "outcome": "RETRY", "message": "waiting", "retryAfterSeconds": 3.0,
+                "status": {"a": 1}, "extensionStatuses": [],
+                "conditions": [{"type": "TableReady", "status": "False", "reason": "Pending", "message": "soon"}],
+                "events": [{"type": "Warning", "reason": "Slow", "message": "slow server"}],
+            })
+        );
+        let mistake = Response::ok()
+            .status(json!({"implementation": "x"}))
+            .to_json();
+        assert_eq!(mistake["outcome"], "FAILED");
+        assert!(
+            mistake["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("plugin bug:")
+        );
     }
 
     #[test]
