@@ -682,7 +682,8 @@ async fn call_reconcile(
     }
     for event in &checked.events {
         ctx.events
-            .publish(
+            .publish_from_plugin(
+                &instance.name,
                 &event.regarding,
                 event.severity,
                 &event.reason,
@@ -1079,7 +1080,8 @@ async fn finalize_on(
         };
         for event in &checked.events {
             ctx.events
-                .publish(
+                .publish_from_plugin(
+                    &instance.name,
                     &event.regarding,
                     event.severity,
                     &event.reason,
