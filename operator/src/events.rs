@@ -9,10 +9,17 @@
 //!   verbs: ["create", "patch"]
 //! ```
 //!
+//! The operator's own Events are reported as its controller name
+//! (`kplug-operator`); those a plugin returns as `kplug-operator/<plugin>`,
+//! so that a reader sees which plugin spoke.
+//!
 //! Registry events (plugin registered, replaced, gone, refused) are about no
 //! resource in particular; they are recorded on the operator's own Pod when
 //! `POD_NAME` and `POD_NAMESPACE` are set (the Deployment in `manifests/`
 //! sets them with the downward API), and only logged otherwise.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -23,8 +30,13 @@ const MAX_NOTE: usize = 1024;
 /// Publishes Events; failures to publish are logged, never fatal.
 #[derive(Clone)]
 pub struct Events {
+    client: kube::Client,
+    controller: String,
     recorder: Recorder,
     operator_pod: Option<ObjectReference>,
+    // One recorder per plugin, reporting as `<controller>/<plugin>`, so that
+    // `kubectl describe` says which plugin an Event came from.
+    plugins: Arc<Mutex<HashMap<String, Recorder>>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -67,9 +79,42 @@ impl Events {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client, reporter),
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            controller: controller.to_owned(),
             operator_pod,
+            plugins: Arc::default(),
         }
+    }
+
+    /// Records an event that `plugin` returned, reported as
+    /// `<controller>/<plugin>` (e.g. `kplug-operator/postgresql`): the
+    /// "From" of `kubectl describe`.
+    pub async fn publish_from_plugin(
+        &self,
+        plugin: &str,
+        regarding: &ObjectReference,
+        severity: Severity,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) {
+        let recorder = self
+            .plugins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(plugin.to_owned())
+            .or_insert_with(|| {
+                Recorder::new(
+                    self.client.clone(),
+                    Reporter {
+                        controller: format!("{}/{plugin}", self.controller),
+                        instance: std::env::var("POD_NAME").ok(),
+                    },
+                )
+            })
+            .clone();
+        publish_with(&recorder, regarding, severity, reason, action, note.into()).await;
     }
 
     /// Records an event about `regarding`.
@@ -81,25 +126,15 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
-        let note = truncate(note.into());
-        let event = Event {
-            type_: match severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            },
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(
-                %error,
-                reason,
-                object = regarding.name.as_deref().unwrap_or_default(),
-                "could not record an Event (does the operator's RBAC allow creating events.k8s.io events?)"
-            );
-        }
+        publish_with(
+            &self.recorder,
+            regarding,
+            severity,
+            reason,
+            action,
+            note.into(),
+        )
+        .await;
     }
 
     /// Records an event about the operator itself (its Pod), if known.
@@ -112,6 +147,36 @@ impl Events {
         if let Some(pod) = &self.operator_pod {
             self.publish(pod, severity, reason, "Registry", note).await;
         }
+    }
+}
+
+/// Publishes one event with `recorder`; a failure is logged.
+async fn publish_with(
+    recorder: &Recorder,
+    regarding: &ObjectReference,
+    severity: Severity,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let note = truncate(note);
+    let event = Event {
+        type_: match severity {
+            Severity::Normal => EventType::Normal,
+            Severity::Warning => EventType::Warning,
+        },
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, regarding).await {
+        tracing::warn!(
+            %error,
+            reason,
+            object = regarding.name.as_deref().unwrap_or_default(),
+            "could not record an Event (does the operator's RBAC allow creating events.k8s.io events?)"
+        );
     }
 }
 

@@ -113,6 +113,34 @@ async fn walkthrough_prefers_mariadb_gets_postgresql() {
         events.iter().any(|(_, r, _)| r == "Reconciled"),
         "plugin events are recorded: {events:?}"
     );
+    // Each Event says who reported it: the plugin's as the operator on its
+    // behalf (`kubectl describe` shows it as From), the operator's own as
+    // the operator.
+    let from: Vec<(String, String)> = w
+        .events_api()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("users"))
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.reporting_controller.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        from.iter()
+            .any(|(r, c)| r == "Reconciled" && c == "kplug-operator/postgresql"),
+        "{from:?}"
+    );
+    assert!(
+        from.iter()
+            .any(|(r, c)| r == "ImplementationSelected" && c == "kplug-operator"),
+        "{from:?}"
+    );
     let calls = w.calls();
     let kinds: Vec<_> = calls[0]["extensions"]
         .as_array()

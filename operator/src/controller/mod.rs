@@ -675,7 +675,7 @@ async fn call_reconcile(
             ctx.failures.failed(&uid),
         ));
     }
-    publish_plugin_events(ctx, &checked.events, "Reconcile").await;
+    publish_plugin_events(ctx, &instance.name, &checked.events, "Reconcile").await;
     let label = instance.label();
     Ok(match checked.outcome {
         Outcome::Ok => PluginRun {
@@ -746,11 +746,18 @@ async fn read_live(
         })
 }
 
-/// Records the Events a plugin returned from `call`.
-async fn publish_plugin_events(ctx: &Context, events: &[status::PluginEvent], call: &str) {
+/// Records the Events plugin `plugin` returned from `call`, as
+/// `<controller>/<plugin>`.
+async fn publish_plugin_events(
+    ctx: &Context,
+    plugin: &str,
+    events: &[status::PluginEvent],
+    call: &str,
+) {
     for event in events {
         ctx.events
-            .publish(
+            .publish_from_plugin(
+                plugin,
                 &event.regarding,
                 event.severity,
                 &event.reason,
@@ -1090,7 +1097,7 @@ async fn finalize_on(
                 return finalize_failed(obj, ctx, reason, message).await.map(Some);
             }
         };
-        publish_plugin_events(ctx, &checked.events, "Finalize").await;
+        publish_plugin_events(ctx, &instance.name, &checked.events, "Finalize").await;
         match checked.outcome {
             Outcome::Ok => {}
             Outcome::Retry => {

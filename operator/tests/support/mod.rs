@@ -510,6 +510,11 @@ impl World {
             .collect()
     }
 
+    /// The Events of the test's namespace.
+    pub fn events_api(&self) -> Api<k8s_openapi::api::events::v1::Event> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
     pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
         let api: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.client.clone(), &self.ns);
