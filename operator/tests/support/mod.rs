@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod api_proxy;
+pub mod messages;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -55,6 +56,39 @@ pub struct World {
     pub operator: Child,
     pub metrics_port: u16,
     pub log: PathBuf,
+    /// Where to read the namespace's messages from when the world ends
+    /// (see `check_messages`); `None` for a test's own control plane.
+    pub messages_from: Option<PathBuf>,
+}
+
+impl Drop for World {
+    /// Every condition and Event message the test produced is for people:
+    /// no UUID, no Debug text, no escape codes. Checked at the end of every
+    /// test that passed so far.
+    fn drop(&mut self) {
+        let Some(kubeconfig) = self.messages_from.clone() else {
+            return;
+        };
+        if std::thread::panicking() {
+            return;
+        }
+        let ns = self.ns.clone();
+        let bad = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the message check")
+                .block_on(messages::unfit(&kubeconfig, &ns))
+        })
+        .join()
+        .expect("the message check");
+        assert!(
+            bad.is_empty(),
+            "messages for people carry ids, Debug text or escape codes in {}:\n{}",
+            self.ns,
+            bad.join("\n")
+        );
+    }
 }
 
 pub async fn world(prefix: &str, operator_args: &[&str]) -> World {
@@ -73,13 +107,15 @@ pub async fn world_with_kubeconfig(
     operator_args: &[&str],
     kubeconfig: &Path,
 ) -> World {
-    world_on(
+    let mut world = world_on(
         kplug_testenv::client().await,
         prefix,
         operator_args,
         kubeconfig,
     )
-    .await
+    .await;
+    world.messages_from = Some(kplug_testenv::control_plane().kubeconfig_path().to_owned());
+    world
 }
 
 /// [`world`] on the control plane that `client` and `kubeconfig` reach
@@ -107,6 +143,7 @@ pub async fn world_on(
         operator,
         metrics_port,
         log,
+        messages_from: None,
     };
     // The registry socket appears once the operator has discovered the kind.
     kplug_testenv::eventually(
