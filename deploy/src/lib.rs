@@ -8,6 +8,7 @@
 
 pub mod dockerfile;
 pub mod dockerignore;
+pub mod docs;
 pub mod http;
 pub mod tools;
 pub mod yaml;

@@ -19,11 +19,11 @@
 //! `make images`; without them it fails, saying so.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kplug_deploy_tests::docs::{self, sh};
 use kplug_deploy_tests::http;
 use kplug_deploy_tests::repo_root;
 use kplug_testenv::HostSnapshot;
@@ -39,20 +39,9 @@ fn docker() -> Command {
     Command::new(std::env::var("DOCKER").unwrap_or_else(|_| "docker".to_owned()))
 }
 
-/// The indented command block of docs/deploy.md's "Local: `compose.yaml`"
-/// section: the quick start, one command per line.
+/// The quick start of docs/deploy.md, one command per line.
 fn quick_start() -> Vec<String> {
-    let page = std::fs::read_to_string(repo_root().join("docs/deploy.md")).unwrap();
-    let section = page
-        .split("\n## ")
-        .find(|s| s.starts_with("Local: `compose.yaml`"))
-        .expect("docs/deploy.md has a section \"## Local: `compose.yaml`\"");
-    let commands: Vec<String> = section
-        .lines()
-        .skip_while(|line| !line.starts_with("    "))
-        .take_while(|line| line.starts_with("    "))
-        .map(|line| line.trim().to_owned())
-        .collect();
+    let commands = docs::commands("docs/deploy.md", "Local: `compose.yaml`");
     assert!(
         commands
             .first()
@@ -62,54 +51,6 @@ fn quick_start() -> Vec<String> {
          with `{DOWN}`: {commands:#?}"
     );
     commands
-}
-
-/// What a command printed.
-struct Printed {
-    stdout: String,
-    /// stdout, then stderr.
-    all: String,
-}
-
-/// Runs one command line of the docs as a user's shell would, from the
-/// repository root, and returns what it printed. `stdin` is fed to it when
-/// given.
-fn sh(command: &str, stdin: Option<&str>) -> Printed {
-    let started = Instant::now();
-    let mut child = Command::new("bash")
-        .args(["-o", "pipefail", "-c", command])
-        .current_dir(repo_root())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("`{command}`: {e}"));
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let text = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    eprintln!(
-        "[compose] $ {command}  ({:.1} s, {})",
-        started.elapsed().as_secs_f64(),
-        output.status
-    );
-    assert!(
-        output.status.success(),
-        "`{command}` failed ({}):\n{text}",
-        output.status
-    );
-    Printed { stdout, all: text }
 }
 
 /// The project's containers, volumes and networks that exist now, one line

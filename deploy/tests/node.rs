@@ -29,7 +29,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kplug_deploy_tests::yaml::readiness;
-use kplug_deploy_tests::{http, repo_root};
+use kplug_deploy_tests::{docs, http, repo_root};
 use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions, eventually, target_dir};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -935,4 +935,81 @@ fn pathdiff(target: &Path, from: &Path) -> String {
         "{up}{}",
         target.strip_prefix(repo_root()).unwrap().display()
     )
+}
+
+/// docs/deploy.md's "Try it on a local node", word for word: the first
+/// shell's commands (the last of which is the node, left running), then the
+/// second shell's as one script; `users` Ready on SQLite; then Ctrl-C
+/// (SIGINT) stops the node, which must leave nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_node_walkthrough_of_the_docs_runs_word_for_word() {
+    let _turn = NODE.lock().await;
+    let commands = docs::commands("docs/deploy.md", "Try it on a local node");
+    let split = commands
+        .iter()
+        .position(|c| c == "# in another shell:")
+        .unwrap_or_else(|| panic!("no \"# in another shell:\" in {commands:#?}"));
+    let (first, second) = (&commands[..split], &commands[split + 1..]);
+    let (node_command, setup) = first.split_last().expect("a node command");
+    assert!(
+        node_command.contains("kube-testenv --node"),
+        "the first shell ends with the node: {node_command}"
+    );
+    tokio::task::block_in_place(|| {
+        for command in setup {
+            docs::sh(command, None);
+        }
+    });
+
+    let before = HostSnapshot::take();
+    let mut node = Command::new("bash")
+        .args(["-c", &format!("exec {node_command}")])
+        .current_dir(repo_root())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the node");
+    let stdout = node.stdout.take().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("kube-testenv ready:") {
+                let _ = ready_tx.send(line.clone());
+            }
+        }
+    });
+    let ready = ready_rx.recv_timeout(ROLLOUT);
+    let outcome = ready.map(|_| tokio::task::block_in_place(|| docs::sh(&second.join("\n"), None)));
+    // Ctrl-C, as the docs say, whatever happened.
+    let interrupted = Command::new("kill")
+        .args(["-INT", &node.id().to_string()])
+        .status()
+        .unwrap();
+    let exit = tokio::task::block_in_place(|| node.wait()).unwrap();
+    reader.join().unwrap();
+    let printed =
+        outcome.unwrap_or_else(|e| panic!("the node was not ready within {ROLLOUT:?}: {e}"));
+    let row = printed
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("users "))
+        .unwrap_or_else(|| panic!("no `users` row in:\n{}", printed.all));
+    assert!(
+        row.contains("SQLite") && row.contains("True"),
+        "users is not Ready on SQLite: {row}"
+    );
+    assert!(
+        interrupted.success() && exit.success(),
+        "the node after Ctrl-C: {exit}"
+    );
+    let leaks = before.leaks(&HostSnapshot::take());
+    assert!(
+        leaks.is_empty(),
+        "the docs' local node left behind:\n{}",
+        leaks.join("\n")
+    );
 }
