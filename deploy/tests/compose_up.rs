@@ -13,7 +13,8 @@
 //!
 //! Then `down -v` must leave nothing: no container, volume or network of the
 //! project, and nothing on the machine (processes, mounts, network
-//! interfaces and namespaces, iptables rules, sysctls; `HostSnapshot`).
+//! interfaces and namespaces, iptables rules, sysctls; `HostSnapshot`); and
+//! no packet may have left the machine meanwhile (`Egress`).
 //!
 //! Needs the Docker engine with Compose v2 and the images and stand-ins of
 //! `make images`; without them it fails, saying so.
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use kplug_deploy_tests::docs::{self, sh};
 use kplug_deploy_tests::http;
 use kplug_deploy_tests::repo_root;
-use kplug_testenv::HostSnapshot;
+use kplug_testenv::{Egress, HostSnapshot};
 use serde_json::Value;
 
 /// compose.yaml's `name:`.
@@ -184,6 +185,7 @@ fn the_compose_quick_start_converges_survives_a_plugin_kill_and_down_leaves_noth
          down first: docker compose down -v"
     );
     let before = HostSnapshot::take();
+    let egress = Egress::now();
     let mut stack = Stack { up: true };
 
     let mut seen = String::new();
@@ -270,5 +272,15 @@ fn the_compose_quick_start_converges_survives_a_plugin_kill_and_down_leaves_noth
         leaks.is_empty(),
         "`{DOWN}` left on the machine:\n{}",
         leaks.join("\n")
+    );
+    // Nothing the stack did reached beyond the machine (the services only
+    // look up each other's names, which Docker's own DNS answers).
+    let sent = egress.sent_since();
+    assert!(
+        sent.is_empty(),
+        "packets left the machine through {:?} during the compose test (or another \
+         process on this machine sent them meanwhile): {}",
+        egress.interfaces(),
+        sent.join(", ")
     );
 }

@@ -16,7 +16,8 @@
 //!   Ready; a deleted pod's plugin unregisters, drains and exits within the
 //!   grace period (checked for the sqlite pod; the confinement for the pods
 //!   of every overlay);
-//! - nothing is left on the machine when the node stops.
+//! - nothing is left on the machine when the node stops, and no packet left
+//!   the machine meanwhile (the uplinks' transmit counters, `Egress`).
 //!
 //! Root only; needs `make images`, `make node-binaries` and the databases'
 //! DSNs in the environment (`make test` provides all three).
@@ -30,7 +31,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kplug_deploy_tests::yaml::readiness;
 use kplug_deploy_tests::{docs, http, repo_root};
-use kplug_testenv::{ControlPlane, HostSnapshot, StartOptions, eventually, target_dir};
+use kplug_testenv::{ControlPlane, Egress, HostSnapshot, StartOptions, eventually, target_dir};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
@@ -87,14 +88,44 @@ fn start_node(images: &[&str]) -> ControlPlane {
 
 /// Stops the node (dropping the control plane stops kube-testenv, which
 /// removes its pods) and asserts that the machine is as `before`.
-fn stop_and_check(control_plane: ControlPlane, before: &HostSnapshot, what: &str) {
+/// The machine before a node starts: what it could leave behind, and what
+/// has been sent off the machine so far.
+struct Before {
+    host: HostSnapshot,
+    egress: Egress,
+}
+
+impl Before {
+    fn take() -> Self {
+        Self {
+            host: HostSnapshot::take(),
+            egress: Egress::now(),
+        }
+    }
+
+    /// Nothing left behind and no packet sent off the machine (through
+    /// its uplinks, DNS queries included) since `take`.
+    fn assert_clean(&self, what: &str) {
+        let leaks = self.host.leaks(&HostSnapshot::take());
+        assert!(
+            leaks.is_empty(),
+            "{what}: the node left this behind:\n{}",
+            leaks.join("\n")
+        );
+        let sent = self.egress.sent_since();
+        assert!(
+            sent.is_empty(),
+            "{what}: packets left the machine through {:?} (a pod, the node or a lookup \
+             reached beyond it; or another process on this machine did meanwhile): {}",
+            self.egress.interfaces(),
+            sent.join(", ")
+        );
+    }
+}
+
+fn stop_and_check(control_plane: ControlPlane, before: &Before, what: &str) {
     tokio::task::block_in_place(|| drop(control_plane));
-    let leaks = before.leaks(&HostSnapshot::take());
-    assert!(
-        leaks.is_empty(),
-        "{what}: the node left this behind:\n{}",
-        leaks.join("\n")
-    );
+    before.assert_clean(what);
 }
 
 /// `kubectl` (from `make node-binaries`) against the control plane, from the
@@ -383,7 +414,7 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
         ),
     ];
     for (overlay, images, implementation) in overlays {
-        let before = HostSnapshot::take();
+        let before = Before::take();
         let control_plane = tokio::task::block_in_place(|| start_node(images));
         let client = control_plane.client().await.expect("client");
         tokio::task::block_in_place(|| {
@@ -657,7 +688,7 @@ fn assert_confined(pod: &Pod, plugins: &[&str]) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
     let _turn = NODE.lock().await;
-    let before = HostSnapshot::take();
+    let before = Before::take();
     let control_plane =
         tokio::task::block_in_place(|| start_node(&["kplug-operator", "sqlite-plugin"]));
     let client = control_plane.client().await.expect("client");
@@ -937,14 +968,35 @@ fn pathdiff(target: &Path, from: &Path) -> String {
     )
 }
 
-/// docs/deploy.md's "Try it on a local node", word for word: the first
-/// shell's commands (the last of which is the node, left running), then the
-/// second shell's as one script; `users` Ready on SQLite; then Ctrl-C
-/// (SIGINT) stops the node, which must leave nothing behind.
+/// docs/deploy.md's "Try it on a local node", word for word: `users` Ready
+/// on SQLite.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_local_node_walkthrough_of_the_docs_runs_word_for_word() {
+    docs_walkthrough_on_a_node("Try it on a local node", "users ", &["SQLite", "True"]).await;
+}
+
+/// docs/deploy.md's worked example of a plugin container of your own (the
+/// Python hello plugin, its image, component and overlay), word for word:
+/// `world` Ready on Hello with its greeting.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_docs_own_plugin_container_example_runs_word_for_word() {
+    docs_walkthrough_on_a_node(
+        "Add your own plugin container",
+        "world ",
+        &["Hello", "True", "Hello, world!!"],
+    )
+    .await;
+}
+
+/// A section of docs/deploy.md that runs a node, word for word: the first
+/// shell's commands (the last of which is the node, left running), then the
+/// second shell's as one script. The row of `kubectl get` starting with
+/// `row` must contain each of `expected`. Then Ctrl-C (SIGINT) stops the
+/// node, which must leave nothing behind, and nothing may have left the
+/// machine.
+async fn docs_walkthrough_on_a_node(section: &str, row: &str, expected: &[&str]) {
     let _turn = NODE.lock().await;
-    let commands = docs::commands("docs/deploy.md", "Try it on a local node");
+    let commands = docs::commands("docs/deploy.md", section);
     let split = commands
         .iter()
         .position(|c| c == "# in another shell:")
@@ -961,7 +1013,7 @@ async fn the_local_node_walkthrough_of_the_docs_runs_word_for_word() {
         }
     });
 
-    let before = HostSnapshot::take();
+    let before = Before::take();
     let mut node = Command::new("bash")
         .args(["-c", &format!("exec {node_command}")])
         .current_dir(repo_root())
@@ -993,23 +1045,17 @@ async fn the_local_node_walkthrough_of_the_docs_runs_word_for_word() {
     reader.join().unwrap();
     let printed =
         outcome.unwrap_or_else(|e| panic!("the node was not ready within {ROLLOUT:?}: {e}"));
-    let row = printed
+    let found = printed
         .stdout
         .lines()
-        .find(|line| line.starts_with("users "))
-        .unwrap_or_else(|| panic!("no `users` row in:\n{}", printed.all));
-    assert!(
-        row.contains("SQLite") && row.contains("True"),
-        "users is not Ready on SQLite: {row}"
-    );
+        .find(|line| line.starts_with(row))
+        .unwrap_or_else(|| panic!("{section}: no `{row}` row in:\n{}", printed.all));
+    for text in expected {
+        assert!(found.contains(text), "{section}: no {text:?} in {found}");
+    }
     assert!(
         interrupted.success() && exit.success(),
         "the node after Ctrl-C: {exit}"
     );
-    let leaks = before.leaks(&HostSnapshot::take());
-    assert!(
-        leaks.is_empty(),
-        "the docs' local node left behind:\n{}",
-        leaks.join("\n")
-    );
+    before.assert_clean(section);
 }

@@ -87,12 +87,14 @@
 //! ```
 
 mod control_plane;
+mod egress;
 mod eventually;
 mod host_state;
 mod kube_support;
 mod paths;
 
 pub use control_plane::{ControlPlane, RestartTiming, StartError, StartOptions, control_plane};
+pub use egress::Egress;
 pub use eventually::eventually;
 pub use host_state::HostSnapshot;
 pub use kube_support::{
