@@ -23,6 +23,8 @@ const RUST_DOCKERFILE: &str = "Dockerfile";
 const RUST_TARGETS: [&str; 3] = ["kplug-operator", "sqlite-plugin", "mariadb-plugin"];
 const PYTHON_IMAGE: &str = "examples/database-table/postgresql-plugin/Dockerfile";
 const GO_IMAGE: &str = "deploy/compose/kube-testenv.Dockerfile";
+/// docs/deploy.md's worked example of a plugin image of your own.
+const HELLO_PYTHON_IMAGE: &str = "examples/hello/python.Dockerfile";
 /// The stand-in base images (deploy/images/standins.sh), linted like the rest.
 const STANDINS: [&str; 7] = [
     "deploy/images/standins/rust.Dockerfile",
@@ -35,7 +37,7 @@ const STANDINS: [&str; 7] = [
 ];
 
 fn all_dockerfiles() -> Vec<&'static str> {
-    [RUST_DOCKERFILE, PYTHON_IMAGE, GO_IMAGE].into()
+    [RUST_DOCKERFILE, PYTHON_IMAGE, GO_IMAGE, HELLO_PYTHON_IMAGE].into()
 }
 
 /// The images a Dockerfile makes: its named target stages for the Rust
