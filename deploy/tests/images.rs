@@ -511,3 +511,29 @@ async fn containers_converge_a_table_per_implementation_and_survive_a_plugin_kil
     );
     drop(control_plane);
 }
+
+/// docs/deploy.md's "Images": the `docker build` commands a user runs by
+/// hand, word for word. They must make exactly the images `make images`
+/// made (the same ids, from its build cache), so the page and the Makefile
+/// cannot drift apart.
+#[test]
+fn the_documented_image_builds_make_the_same_images_as_make_images() {
+    let ids = || -> Vec<String> {
+        ["kplug-operator", "sqlite-plugin", "mariadb-plugin", "postgresql-plugin"]
+            .iter()
+            .map(|name| inspect(name)["Id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = ids();
+    let commands = kplug_deploy_tests::docs::commands("docs/deploy.md", "Images");
+    assert_eq!(commands.len(), 4, "one build per image: {commands:#?}");
+    for command in &commands {
+        assert!(command.starts_with("docker build "), "{command}");
+        kplug_deploy_tests::docs::sh(command, None);
+    }
+    assert_eq!(
+        ids(),
+        before,
+        "the documented builds made other images than `make images`"
+    );
+}
