@@ -104,7 +104,9 @@ struct Args {
     /// GROUP/KIND of an extension kind objects may reference (repeatable;
     /// core/ConfigMap for the core group). Nothing else is ever read as an
     /// extension: not the managed kind, not cluster-scoped kinds, not
-    /// Secrets unless listed here
+    /// Secrets unless listed here. Each must be served by the API server
+    /// when the operator starts (its CRD installed), or the operator exits
+    /// naming it
     #[arg(
         long,
         env = "KPLUG_EXTENSION_KINDS",

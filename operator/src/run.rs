@@ -98,6 +98,7 @@ pub async fn run(
         )));
     }
     let target = Target::discover(&client, &config.resource).await?;
+    config.extension_kinds.check_served(&client).await?;
     tracing::info!(
         kind = %target.display(),
         namespace = config.namespace.as_deref().unwrap_or("(all)"),

@@ -507,8 +507,9 @@ spec:
 ";
 
 /// A taken `--metrics-addr`, a registry socket another operator serves, a
-/// TTL shorter than two heartbeats and a kind without a `/status`
-/// subresource each stop the operator at start,
+/// TTL shorter than two heartbeats, a kind without a `/status` subresource
+/// and allowed extension kinds that are not served each stop the operator
+/// at start,
 /// with exit code 2 and a message that says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without_status() {
@@ -580,6 +581,36 @@ async fn start_up_fails_loudly_on_a_taken_port_a_live_registry_or_a_kind_without
     assert!(
         stderr.contains("farewells has no status subresource")
             && stderr.contains("subresources: {status: {}}"),
+        "{stderr}"
+    );
+
+    // An allowed extension kind the API server does not serve (misspelt,
+    // and one from a group with no CRD at all); a served one passes.
+    let (code, stderr) = operator_exit(
+        &[
+            &resource[..],
+            &[
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--extension-kind",
+                "myorg.org/DatabaseTableSqliteExtension",
+                "--extension-kind",
+                "myorg.org/DatabaseTableSqlitExtension",
+                "--extension-kind",
+                "nowhere.kplug.test/Gizmo",
+            ],
+        ]
+        .concat(),
+        free_dir.path(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--extension-kind myorg.org/DatabaseTableSqlitExtension, nowhere.kplug.test/Gizmo: \
+             the API server does not serve them"
+        ) && stderr.contains("kubectl get crd")
+            && !stderr.contains("DatabaseTableSqliteExtension,"),
         "{stderr}"
     );
 }

@@ -181,6 +181,44 @@ impl AllowList {
             .iter()
             .any(|(g, k)| g.eq_ignore_ascii_case(group) && k == kind)
     }
+
+    /// Checks at start-up that the API server serves every allowed kind: a
+    /// misspelt `--extension-kind`, or one whose CRD is missing, would
+    /// otherwise show only later, as `ExtensionKindNotServed` on each
+    /// object that references it.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming each kind that is not served and
+    /// what to do.
+    pub async fn check_served(&self, client: &kube::Client) -> Result<(), crate::Error> {
+        let mut missing = Vec::new();
+        for (group, kind) in &self.kinds {
+            let served = match kube::discovery::group(client, group).await {
+                Ok(api_group) => api_group.recommended_kind(kind).is_some(),
+                // A group that is not served at all is the same finding;
+                // any other error is the API server's.
+                Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
+                    false
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => false,
+                Err(e) => return Err(crate::Error::Kube(e)),
+            };
+            if !served {
+                let group = if group.is_empty() { "core" } else { group };
+                missing.push(format!("{group}/{kind}"));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(crate::Error::Config(format!(
+            "--extension-kind {}: the API server does not serve {}; check the spelling \
+             (GROUP/Kind, the Kind in CamelCase) and that the CRD is installed (kubectl get crd), \
+             or remove the flag",
+            missing.join(", "),
+            if missing.len() == 1 { "it" } else { "them" }
+        )))
+    }
 }
 
 /// Why a reference was not resolved.
