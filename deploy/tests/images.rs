@@ -522,22 +522,27 @@ async fn containers_converge_a_table_per_implementation_and_survive_a_plugin_kil
 #[test]
 fn the_documented_image_builds_make_the_same_images_as_make_images() {
     let content = || -> Vec<Value> {
-        ["kplug-operator", "sqlite-plugin", "mariadb-plugin", "postgresql-plugin"]
-            .iter()
-            .map(|name| {
-                let image = inspect(name);
-                let config = &image["Config"];
-                json!({
-                    "image": name,
-                    "layers": image["RootFS"]["Layers"],
-                    "entrypoint": config["Entrypoint"],
-                    "cmd": config["Cmd"],
-                    "user": config["User"],
-                    "env": config["Env"],
-                    "workdir": config["WorkingDir"],
-                })
+        [
+            "kplug-operator",
+            "sqlite-plugin",
+            "mariadb-plugin",
+            "postgresql-plugin",
+        ]
+        .iter()
+        .map(|name| {
+            let image = inspect(name);
+            let config = &image["Config"];
+            json!({
+                "image": name,
+                "layers": image["RootFS"]["Layers"],
+                "entrypoint": config["Entrypoint"],
+                "cmd": config["Cmd"],
+                "user": config["User"],
+                "env": config["Env"],
+                "workdir": config["WorkingDir"],
             })
-            .collect()
+        })
+        .collect()
     };
     let before = content();
     let commands = kplug_deploy_tests::docs::commands("docs/deploy.md", "Images");

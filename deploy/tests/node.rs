@@ -13,9 +13,8 @@
 //!   is killed is restarted
 //!   by the kubelet, registers again, and a table created meanwhile
 //!   converges; a new plugin image tag rolls out with every table staying
-//!   Ready; a deleted pod's plugin unregisters, drains and exits within the
-//!   grace period (checked for the sqlite pod; the confinement for the pods
-//!   of every overlay);
+//!   Ready (for the sqlite pod); in every overlay's pods, each plugin of a
+//!   deleted pod unregisters, drains and exits within the grace period;
 //! - nothing is left on the machine when the node stops, and no packet left
 //!   the machine meanwhile (the uplinks' transmit counters, `Egress`).
 //!
@@ -472,6 +471,7 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
             },
         )
         .await;
+        deleting_a_pod_drains_its_plugins(&client, &control_plane, &plugins).await;
         drop(client);
         stop_and_check(control_plane, &before, &format!("overlay {overlay}"));
     }
@@ -816,21 +816,26 @@ async fn the_sqlite_pod_is_confined_survives_a_killed_sidecar_and_an_upgrade() {
         not_ready.join("\n")
     );
 
-    deleting_a_pod_drains_its_plugin(&client, &control_plane).await;
+    deleting_a_pod_drains_its_plugins(&client, &control_plane, &["sqlite"]).await;
 
     drop(client);
     stop_and_check(control_plane, &before, "the sqlite pod test");
 }
 
-/// Deleting a pod: the kubelet sends SIGTERM to every container; the SQLite
-/// plugin unregisters from the operator, drains its calls and exits cleanly
-/// (status 0, not killed), within the pod's `terminationGracePeriodSeconds`.
-/// The container's log file on the node is opened before the deletion and
-/// read to its end once the container has stopped (`kubectl logs -f` can end
-/// before the last lines, and the kubelet removes a stopped container's log
-/// file); a finalizer of the test's holds the pod object until the
-/// container's final state is read.
-async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &ControlPlane) {
+/// Deleting a pod: the kubelet sends SIGTERM to every container; each of its
+/// plugins (`<plugin>-plugin` containers) unregisters from the operator,
+/// drains its calls and exits cleanly (status 0, not killed), within the
+/// pod's `terminationGracePeriodSeconds`. Each container's log file on the
+/// node is opened before the deletion and read to its end once the
+/// container has stopped (`kubectl logs -f` can end before the last lines,
+/// and the kubelet removes a stopped container's log file); a finalizer of
+/// the test's holds the pod object until the containers' final states are
+/// read.
+async fn deleting_a_pod_drains_its_plugins(
+    client: &Client,
+    control_plane: &ControlPlane,
+    plugins: &[&str],
+) {
     const HOLD: &str = "kplug.test/hold-for-logs";
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     let pod = operator_pods(client).await.remove(0);
@@ -840,25 +845,29 @@ async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &Contr
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)
         .expect("terminationGracePeriodSeconds");
-    let mut log_file = {
-        let dir = control_plane.data_dir().expect("a data dir").join(format!(
-            "node/pod-logs/{NAMESPACE}_{name}_{}/sqlite-plugin",
-            pod.uid().unwrap()
-        ));
-        // `<restart count>.log`: the running container's is the newest.
-        let newest = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|e| e == "log"))
-            .max_by_key(|path| {
-                path.file_stem()
-                    .and_then(|s| s.to_str()?.parse::<u32>().ok())
-                    .unwrap_or(0)
-            })
-            .unwrap_or_else(|| panic!("no log file in {}", dir.display()));
-        std::fs::File::open(&newest).unwrap()
-    };
+    let containers: Vec<String> = plugins.iter().map(|p| format!("{p}-plugin")).collect();
+    let mut log_files: Vec<std::fs::File> = containers
+        .iter()
+        .map(|container| {
+            let dir = control_plane.data_dir().expect("a data dir").join(format!(
+                "node/pod-logs/{NAMESPACE}_{name}_{}/{container}",
+                pod.uid().unwrap()
+            ));
+            // `<restart count>.log`: the running container's is the newest.
+            let newest = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|e| e == "log"))
+                .max_by_key(|path| {
+                    path.file_stem()
+                        .and_then(|s| s.to_str()?.parse::<u32>().ok())
+                        .unwrap_or(0)
+                })
+                .unwrap_or_else(|| panic!("no log file in {}", dir.display()));
+            std::fs::File::open(&newest).unwrap()
+        })
+        .collect();
     pods.patch(
         &name,
         &PatchParams::default(),
@@ -870,8 +879,8 @@ async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &Contr
         .await
         .expect("delete the pod");
 
-    let terminated = eventually(
-        &format!("{name}: sqlite-plugin stops after SIGTERM"),
+    let (states, deleted_at) = eventually(
+        &format!("{name}: {containers:?} stop after SIGTERM"),
         Duration::from_secs(u64::try_from(grace).unwrap() + 30),
         || async {
             let pod = pods.get(&name).await.map_err(|e| e.to_string())?;
@@ -882,20 +891,38 @@ async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &Contr
                 .as_ref()
                 .zip(pod.metadata.deletion_grace_period_seconds)
                 .map(|(deadline, grace)| deadline.0.as_second() - grace);
-            pod.status
+            let statuses = pod
+                .status
                 .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|c| c.iter().find(|c| c.name == "sqlite-plugin"))
-                .and_then(|c| c.state.as_ref()?.terminated.clone())
+                .and_then(|s| s.container_statuses.clone())
+                .unwrap_or_default();
+            let states: Option<Vec<_>> = containers
+                .iter()
+                .map(|container| {
+                    statuses
+                        .iter()
+                        .find(|c| &c.name == container)?
+                        .state
+                        .as_ref()?
+                        .terminated
+                        .clone()
+                })
+                .collect();
+            states
                 .zip(deleted_at)
-                .ok_or_else(|| format!("{:?}", pod.status))
+                .ok_or_else(|| format!("{statuses:?}"))
         },
     )
     .await;
-    let (state, deleted_at) = terminated;
-    // Read through the open file, even if it has been removed meanwhile.
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut log_file, &mut text).unwrap();
+    // Read through the open files, even if they have been removed meanwhile.
+    let texts: Vec<String> = log_files
+        .iter_mut()
+        .map(|file| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(file, &mut text).unwrap();
+            text
+        })
+        .collect();
     let released = pods
         .patch(
             &name,
@@ -905,33 +932,37 @@ async fn deleting_a_pod_drains_its_plugin(client: &Client, control_plane: &Contr
         .await;
     assert!(released.is_ok(), "release {name}: {released:?}");
 
-    assert_eq!(
-        state.exit_code, 0,
-        "{name}: sqlite-plugin did not exit cleanly after SIGTERM: {state:?}\n{text}"
-    );
-    let shutdown = text
-        .split_once("shutting down")
-        .map(|(_, after)| after)
-        .unwrap_or_else(|| panic!("{name}: no shutdown in sqlite-plugin's log:\n{text}"));
-    for said in ["unregistered", "stopped"] {
-        assert!(
-            shutdown.contains(said),
-            "{name}: sqlite-plugin's log has no \"{said}\" after SIGTERM:\n{text}"
+    for ((container, state), text) in containers.iter().zip(states).zip(texts) {
+        assert_eq!(
+            state.exit_code, 0,
+            "{name}: {container} did not exit cleanly after SIGTERM: {state:?}\n{text}"
         );
-    }
-    for complaint in ["Unregister failed", "timed out", "still in flight"] {
+        let shutdown = text
+            .split_once("shutting down")
+            .map(|(_, after)| after)
+            .unwrap_or_else(|| panic!("{name}: no shutdown in {container}'s log:\n{text}"));
+        // Both SDKs say "unregistered" only when the operator answered.
+        for said in ["unregistered", "stopped"] {
+            assert!(
+                shutdown.contains(said),
+                "{name}: {container}'s log has no \"{said}\" after SIGTERM:\n{text}"
+            );
+        }
+        for complaint in ["failed", "timed out", "still in flight"] {
+            assert!(
+                !shutdown.contains(complaint),
+                "{name}: {container}'s shutdown: {complaint}:\n{text}"
+            );
+        }
+        // Both stamps have whole seconds.
+        let took = state.finished_at.expect("finishedAt").0.as_second() - deleted_at;
         assert!(
-            !shutdown.contains(complaint),
-            "{name}: sqlite-plugin's shutdown: {complaint}:\n{text}"
+            (0..grace).contains(&took),
+            "{name}: {container} stopped {took} s after the deletion, over its grace period \
+             of {grace} s"
         );
+        eprintln!("{name} deleted: {container} unregistered, drained and exited 0 within {took} s");
     }
-    // Both stamps have whole seconds.
-    let took = state.finished_at.expect("finishedAt").0.as_second() - deleted_at;
-    assert!(
-        (0..grace).contains(&took),
-        "{name}: sqlite-plugin stopped {took} s after the deletion, over its grace period of {grace} s"
-    );
-    eprintln!("{name} deleted: sqlite-plugin unregistered, drained and exited 0 within {took} s");
 }
 
 /// Tags an image in the node's containerd: a "new release" of the same
