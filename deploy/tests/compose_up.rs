@@ -88,7 +88,7 @@ struct Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         if self.up {
-            let _ = Command::new("docker")
+            let _ = docker()
                 .args(["compose", "down", "-v", "--remove-orphans"])
                 .current_dir(repo_root())
                 .status();

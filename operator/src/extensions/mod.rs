@@ -200,7 +200,6 @@ impl AllowList {
                 Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
                     false
                 }
-                Err(kube::Error::Api(status)) if status.code == 404 => false,
                 Err(e) => return Err(crate::Error::Kube(e)),
             };
             if !served {
