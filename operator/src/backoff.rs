@@ -6,25 +6,15 @@ use std::time::Duration;
 
 /// Exponential backoff: `initial`, doubled after every failure, capped at
 /// `max`.
-///
-/// ```
-/// use std::time::Duration;
-/// use kplug_operator::backoff::Backoff;
-///
-/// let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-/// assert_eq!(b.delay(0), Duration::from_millis(100));
-/// assert_eq!(b.delay(3), Duration::from_millis(800));
-/// assert_eq!(b.delay(4), Duration::from_secs(1));
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
 }
 
 impl Backoff {
     /// A backoff starting at `initial` and never exceeding `max`.
-    pub fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         Self {
             initial,
             max: max.max(initial),
@@ -32,7 +22,7 @@ impl Backoff {
     }
 
     /// The delay before retry number `attempt` (0 for the first retry).
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         // 2^31 * anything overflows long before; saturate instead.
         let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
         self.initial.saturating_mul(factor).min(self.max)
@@ -42,14 +32,14 @@ impl Backoff {
 /// Counts consecutive failures per key (an object's UID) and turns them into
 /// a growing requeue delay; a success resets the count.
 #[derive(Debug)]
-pub struct FailureTracker {
+pub(crate) struct FailureTracker {
     backoff: Backoff,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl FailureTracker {
     /// A tracker using `backoff` for the delays.
-    pub fn new(backoff: Backoff) -> Self {
+    pub(crate) fn new(backoff: Backoff) -> Self {
         Self {
             backoff,
             failures: Mutex::default(),
@@ -57,7 +47,7 @@ impl FailureTracker {
     }
 
     /// Records one more failure for `key` and returns how long to wait.
-    pub fn failed(&self, key: &str) -> Duration {
+    pub(crate) fn failed(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let count = failures.entry(key.to_owned()).or_default();
         let delay = self.backoff.delay(*count);
@@ -66,7 +56,7 @@ impl FailureTracker {
     }
 
     /// Forgets the failures of `key` (it succeeded, or it is gone).
-    pub fn reset(&self, key: &str) {
+    pub(crate) fn reset(&self, key: &str) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -26,7 +26,7 @@ use tonic::transport::{Channel, Endpoint};
 /// A Unix stream that signals `closed` once when the peer hangs up or the
 /// connection fails.
 #[derive(Debug)]
-pub struct WatchedStream {
+pub(crate) struct WatchedStream {
     inner: UnixStream,
     closed: Option<Arc<Notify>>,
 }
@@ -88,7 +88,7 @@ impl AsyncWrite for WatchedStream {
 /// refused, not followed), and then checks that the process serving it runs
 /// as `uid`, the UID that registered the plugin: another container's socket
 /// is never spoken to in its name.
-pub async fn dial(
+pub(crate) async fn dial(
     path: &Path,
     uid: u32,
     connect_timeout: Duration,
@@ -125,7 +125,7 @@ pub async fn dial(
 /// Whether a registered plugin's socket still leads to it, after its
 /// connection dropped.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Liveness {
+pub(crate) enum Liveness {
     /// Its process accepts connections (or the dial failed in a way that
     /// says nothing; the channel will find out).
     Live,
@@ -138,7 +138,7 @@ pub enum Liveness {
 /// missing socket means its process exited; a symlink in its place, or a
 /// socket served by another UID, means it is not the plugin's any more.
 /// Nothing outside the socket dir is ever connected to.
-pub async fn liveness(path: &Path, uid: u32) -> Liveness {
+pub(crate) async fn liveness(path: &Path, uid: u32) -> Liveness {
     match connect_no_follow(path).await {
         Ok(stream) => match stream.peer_cred().map(|c| c.uid()) {
             Ok(served_by) if served_by != uid => Liveness::Gone(format!(

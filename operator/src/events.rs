@@ -15,8 +15,9 @@
 //!
 //! Registry events (plugin registered, replaced, gone, refused) are about no
 //! resource in particular; they are recorded on the operator's own Pod when
-//! `POD_NAME` and `POD_NAMESPACE` are set (the Deployment in `manifests/`
-//! sets them with the downward API), and only logged otherwise.
+//! it is known (the binary reads `POD_NAME` and `POD_NAMESPACE`, which the
+//! Deployment in `manifests/` sets with the downward API), and only logged
+//! otherwise.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,9 +30,9 @@ const MAX_NOTE: usize = 1024;
 
 /// Publishes Events; failures to publish are logged, never fatal.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     client: kube::Client,
-    controller: String,
+    reporter: Reporter,
     recorder: Recorder,
     operator_pod: Option<ObjectReference>,
     // One recorder per plugin, reporting as `<controller>/<plugin>`, so that
@@ -42,46 +43,24 @@ pub struct Events {
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Events")
+            .field("reporter", &self.reporter)
             .field("operator_pod", &self.operator_pod)
             .finish_non_exhaustive()
     }
 }
 
-/// Severity of an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    /// Expected.
-    Normal,
-    /// Needs attention.
-    Warning,
-}
-
 impl Events {
-    /// Events reported as `controller` (e.g. `kplug-operator`), with the
-    /// operator Pod taken from `POD_NAME`/`POD_NAMESPACE` when set.
-    pub fn new(client: kube::Client, controller: &str) -> Self {
-        let pod_name = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty());
-        let pod_namespace = std::env::var("POD_NAMESPACE")
-            .ok()
-            .filter(|s| !s.is_empty());
-        let operator_pod = match (pod_name, pod_namespace) {
-            (Some(name), Some(namespace)) => Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(name),
-                namespace: Some(namespace),
-                ..ObjectReference::default()
-            }),
-            _ => None,
-        };
-        let reporter = Reporter {
-            controller: controller.to_owned(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
+    /// Events reported as `reporter`; registry Events (about no resource in
+    /// particular) are recorded on `operator_pod` when it is known.
+    pub(crate) fn new(
+        client: kube::Client,
+        reporter: Reporter,
+        operator_pod: Option<ObjectReference>,
+    ) -> Self {
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
             client,
-            controller: controller.to_owned(),
+            reporter,
             operator_pod,
             plugins: Arc::default(),
         }
@@ -90,11 +69,11 @@ impl Events {
     /// Records an event that `plugin` returned, reported as
     /// `<controller>/<plugin>` (e.g. `kplug-operator/postgresql`): the
     /// "From" of `kubectl describe`.
-    pub async fn publish_from_plugin(
+    pub(crate) async fn publish_from_plugin(
         &self,
         plugin: &str,
         regarding: &ObjectReference,
-        severity: Severity,
+        type_: EventType,
         reason: &str,
         action: &str,
         note: impl Into<String>,
@@ -108,20 +87,20 @@ impl Events {
                 Recorder::new(
                     self.client.clone(),
                     Reporter {
-                        controller: format!("{}/{plugin}", self.controller),
-                        instance: std::env::var("POD_NAME").ok(),
+                        controller: format!("{}/{plugin}", self.reporter.controller),
+                        instance: self.reporter.instance.clone(),
                     },
                 )
             })
             .clone();
-        publish_with(&recorder, regarding, severity, reason, action, note.into()).await;
+        publish_with(&recorder, regarding, type_, reason, action, note.into()).await;
     }
 
     /// Records an event about `regarding`.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         regarding: &ObjectReference,
-        severity: Severity,
+        type_: EventType,
         reason: &str,
         action: &str,
         note: impl Into<String>,
@@ -129,7 +108,7 @@ impl Events {
         publish_with(
             &self.recorder,
             regarding,
-            severity,
+            type_,
             reason,
             action,
             note.into(),
@@ -138,14 +117,14 @@ impl Events {
     }
 
     /// Records an event about the operator itself (its Pod), if known.
-    pub async fn publish_operator(
+    pub(crate) async fn publish_operator(
         &self,
-        severity: Severity,
+        type_: EventType,
         reason: &str,
         note: impl Into<String>,
     ) {
         if let Some(pod) = &self.operator_pod {
-            self.publish(pod, severity, reason, "Registry", note).await;
+            self.publish(pod, type_, reason, "Registry", note).await;
         }
     }
 }
@@ -154,17 +133,14 @@ impl Events {
 async fn publish_with(
     recorder: &Recorder,
     regarding: &ObjectReference,
-    severity: Severity,
+    type_: EventType,
     reason: &str,
     action: &str,
     note: String,
 ) {
     let note = truncate(note);
     let event = Event {
-        type_: match severity {
-            Severity::Normal => EventType::Normal,
-            Severity::Warning => EventType::Warning,
-        },
+        type_,
         reason: reason.to_owned(),
         note: Some(note),
         action: action.to_owned(),

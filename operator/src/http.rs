@@ -18,25 +18,25 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::metrics::Metrics;
+type Metrics = Arc<prometheus_client::registry::Registry>;
 use crate::registry::Registry;
 
 /// Shared readiness of the controller.
 #[derive(Clone, Debug, Default)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     synced: Arc<AtomicBool>,
     following: Arc<AtomicBool>,
 }
 
 impl Readiness {
     /// Marks the controller's cache synced; true the first time.
-    pub fn set_ready(&self) -> bool {
+    pub(crate) fn set_ready(&self) -> bool {
         !self.synced.swap(true, Ordering::AcqRel)
     }
 
     /// Whether another replica leads (this one waits to take over). A new
     /// term as leader starts unsynced.
-    pub fn set_following(&self, following: bool) {
+    pub(crate) fn set_following(&self, following: bool) {
         self.following.store(following, Ordering::Release);
         if !following {
             self.synced.store(false, Ordering::Release);
@@ -64,7 +64,7 @@ struct AppState {
 ///
 /// # Errors
 /// [`crate::Error::Http`] when `addr` cannot be bound.
-pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, crate::Error> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, crate::Error> {
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| crate::Error::Http { addr, source })
@@ -74,7 +74,7 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, crate::Er
 ///
 /// # Errors
 /// [`crate::Error::Http`] when serving fails.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
     registry: Registry,
@@ -107,7 +107,7 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.encode(),
+        crate::metrics::encode(&state.metrics),
     )
 }
 

@@ -75,7 +75,7 @@ impl LeaderElection {
 
 /// This replica's part in the election.
 #[derive(Debug)]
-pub struct Elector {
+pub(crate) struct Elector {
     leading: watch::Receiver<bool>,
     task: JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
     identity: String,
@@ -87,7 +87,7 @@ impl Elector {
     /// # Errors
     /// [`crate::Error::Leader`] when the Lease cannot be read or created
     /// (e.g. the operator may not `get`/`create` Leases in that namespace).
-    pub async fn start(
+    pub(crate) async fn start(
         client: kube::Client,
         config: &LeaderElection,
     ) -> Result<Self, crate::Error> {
@@ -118,19 +118,19 @@ impl Elector {
     }
 
     /// Waits until this replica holds the Lease.
-    pub async fn until_leading(&mut self) {
+    pub(crate) async fn until_leading(&mut self) {
         let _ = self.leading.wait_for(|leading| *leading).await;
         tracing::info!(identity = %self.identity, "became the leader; reconciling");
     }
 
     /// Waits until this replica no longer holds the Lease.
-    pub async fn until_lost(&mut self) {
+    pub(crate) async fn until_lost(&mut self) {
         let _ = self.leading.wait_for(|leading| !*leading).await;
         tracing::warn!(identity = %self.identity, "lost the leadership; stopped reconciling");
     }
 
     /// Leaves the election, releasing the Lease if held.
-    pub async fn release(self) {
+    pub(crate) async fn release(self) {
         drop(self.leading);
         match tokio::time::timeout(Duration::from_secs(5), self.task).await {
             Ok(Ok(Ok(_))) => tracing::info!("released the leader Lease"),

@@ -1,54 +1,99 @@
-//! The operator side of kplug: a registry of sidecar plugins, and a
-//! controller that delegates the reconciliation of a custom resource to
-//! them.
+//! The operator side of kplug: a registry of sidecar plugins, and the
+//! delegation of a custom resource's reconcile to them.
 //!
 //! Use it as the generic `kplug-operator` binary (no code), or as a library
-//! inside your own kube-rs operator:
+//! inside your own kube-rs operator. Embedding takes a [`Registry`] (where
+//! plugins register), a [`Delegate`] for your kind, and a kube-runtime
+//! `Controller` that calls it, around steps of your own:
 //!
 //! ```no_run
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use kube::runtime::{Controller, controller::Action, watcher};
+//! use kube::{Api, Client, api::DynamicObject};
+//! use kplug_operator::{Delegate, ReconcileError, Registry, RegistryConfig};
+//! # #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, kube::CustomResource)]
+//! # #[kube(group = "example.com", version = "v1", kind = "Greeting", namespaced, schema = "disabled")]
+//! # struct GreetingSpec {}
+//!
+//! async fn reconcile(obj: Arc<Greeting>, kplug: Arc<Delegate<Greeting>>) -> Result<Action, ReconcileError> {
+//!     // ... a step of your own ...
+//!     kplug.reconcile(obj).await
+//! }
+//!
 //! # async fn example() -> Result<(), kplug_operator::Error> {
-//! let client = kube::Client::try_default().await?;
-//! let config = kplug_operator::Config {
-//!     resource: "myorg.org/v1alpha1/DatabaseTable".into(),
-//!     ..kplug_operator::Config::default()
-//! };
-//! kplug_operator::run(client, config, async { let _ = tokio::signal::ctrl_c().await; }).await
-//! # }
+//! let client = Client::try_default().await?;
+//! let mut metrics = prometheus_client::registry::Registry::default();
+//! let registry = Registry::new(RegistryConfig::default(), &mut metrics);
+//! let kplug = Arc::new(Delegate::<Greeting>::builder(client.clone(), &registry).metrics(&mut metrics).build().await?);
+//! tokio::spawn(registry.clone().serve(std::future::pending()));
+//! let controller = Controller::new(Api::<Greeting>::all(client), watcher::Config::default());
+//! let wakeups = kplug.wakeups(controller.store());
+//! controller
+//!     .reconcile_on(wakeups)
+//!     .run(reconcile, |obj, error, kplug| kplug.error_policy(obj, error), kplug)
+//!     .for_each(|_| async {})
+//!     .await;
+//! # Ok(()) }
 //! ```
 //!
-//! The parts, one module each: [`registry`] (heartbeats, handshake, garbage
-//! collection), [`selection`] (which implementation), [`extensions`],
-//! [`controller`] (the reconcile loop), [`status`] (conditions and
-//! server-side apply), [`events`], [`metrics`], [`http`].
+//! Or run everything the binary runs (registry, controller, `/metrics`,
+//! `/healthz`, `/readyz`, leader election) with [`run`].
+//!
+//! `examples/embedded-operator` in the repository is a whole operator built
+//! this way.
 
-pub mod backoff;
+mod backoff;
+// Public only for the fuzz targets (`fuzz/`), with the `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod confinement;
-pub mod connection;
-pub mod controller;
-pub mod events;
-pub mod extensions;
-pub mod http;
-pub mod leader;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)]
+mod confinement;
+mod connection;
+mod delegate;
+mod events;
+mod extensions;
+mod http;
+mod leader;
 mod listener;
-pub mod metrics;
-pub mod ownership;
-pub mod plugin;
+mod metrics;
+mod ownership;
+mod plugin;
 mod preference;
+mod reconcile;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod refusal;
-pub mod registry;
-pub mod selection;
-pub mod share;
-pub mod status;
-pub mod target;
-mod throttle;
-pub mod waiting;
-pub mod written;
-
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)]
+mod refusal;
+mod registry;
 mod run;
+mod selection;
+mod share;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod status;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)]
+mod status;
+mod target;
+mod throttle;
+mod waiting;
+mod written;
 
+pub use delegate::{Delegate, DelegateBuilder};
+pub use extensions::AllowList;
+pub use leader::LeaderElection;
+pub use plugin::{CallError, PluginInstance};
+pub use reconcile::{RESELECT, ReconcileError, SelectionMode, Settings};
+pub use registry::{Registry, RegistryConfig};
 pub use run::{Config, run};
 
-/// Errors that stop the operator.
+/// Errors that stop the operator, or keep a [`Delegate`] or [`Registry`]
+/// from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `--resource` is malformed or not served by the API server.

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use kplug_operator::controller::{SelectionMode, Settings};
-use kplug_operator::extensions::AllowList;
-use kplug_operator::leader::LeaderElection;
-use kplug_operator::registry::RegistryConfig;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kplug_operator::{AllowList, LeaderElection, RegistryConfig, SelectionMode, Settings};
+use kube::runtime::events::Reporter;
 use tracing_subscriber::EnvFilter;
 
 /// Delegates the reconciliation of one custom resource kind to plugins
@@ -44,7 +44,11 @@ struct Args {
 
     /// preferred: one implementation per object (recorded, else preferred,
     /// else the first ready one); all: every plugin serving the kind
-    #[arg(long, value_enum, default_value = "preferred")]
+    #[arg(
+        long,
+        default_value = "preferred",
+        value_parser = PossibleValuesParser::new(SelectionMode::NAMES).try_map(|s| s.parse::<SelectionMode>()),
+    )]
     selection: SelectionMode,
 
     /// Remove a plugin not heard from for this long (e.g. 15s, 1m). Also the
@@ -272,13 +276,13 @@ async fn main() -> ExitCode {
         }
     };
     let leader_election = args.leader_election.then(|| {
-        let kind = kplug_operator::target::parse(&args.resource).ok();
+        // <group>/<version>/<Kind>; a malformed one is reported by run().
+        let mut parts = args.resource.rsplit('/');
+        let (kind, group) = (parts.next(), parts.nth(1));
         LeaderElection {
-            lease_name: args.lease_name.clone().unwrap_or_else(|| {
-                kind.as_ref().map_or_else(
-                    || "kplug-operator".to_owned(),
-                    |gvk| LeaderElection::default_lease_name(&gvk.kind, &gvk.group),
-                )
+            lease_name: args.lease_name.clone().unwrap_or_else(|| match kind {
+                Some(kind) => LeaderElection::default_lease_name(kind, group.unwrap_or_default()),
+                None => "kplug-operator".to_owned(),
             }),
             lease_namespace: args
                 .lease_namespace
@@ -324,7 +328,11 @@ async fn main() -> ExitCode {
         leader_election,
         extension_kinds: AllowList::new(args.extension_kind),
         max_reconciles_per_plugin: args.max_reconciles_per_plugin,
-        ..kplug_operator::Config::default()
+        reporter: Reporter {
+            controller: "kplug-operator".into(),
+            instance: pod_env("POD_NAME"),
+        },
+        operator_pod: operator_pod(),
     };
     match kplug_operator::run(client, config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -333,6 +341,24 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A non-empty environment variable (set by the Deployment with the
+/// downward API).
+fn pod_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The operator's own Pod, from `POD_NAME` and `POD_NAMESPACE`: where
+/// registry Events are recorded.
+fn operator_pod() -> Option<ObjectReference> {
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod_env("POD_NAME")?),
+        namespace: Some(pod_env("POD_NAMESPACE")?),
+        ..ObjectReference::default()
+    })
 }
 
 async fn shutdown_signal() {

@@ -1,12 +1,17 @@
-//! Prometheus metrics of the operator, served on `/metrics`.
+//! Prometheus metrics, registered into the caller's
+//! [`prometheus_client::registry::Registry`] and served on `/metrics` by the
+//! binary.
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
 //! | `kplug_plugins_registered` | gauge | | plugins registered and ready |
 //! | `kplug_plugin_up` | gauge | `plugin` | 1 while the plugin is registered and ready, 0 after it went away |
 //! | `kplug_plugin_call_duration_seconds` | histogram | `plugin`, `call`, `code` | latency of calls to plugins, by gRPC outcome |
-//! | `kplug_reconcile_total` | counter | `outcome` | reconciles by outcome (`ok`, `retry`, `failed`, `waiting`, `error`) |
 //! | `kplug_heartbeats_total` | counter | `result` | heartbeats received (`accepted`, `refused`) |
+//! | `kplug_registrations_refused_total` | counter | `reason` | heartbeats refused, by reason |
+//! | `kplug_reconcile_total` | counter | `outcome` | reconciles by outcome (see [`crate::reconcile::Outcome::metric`]) |
+//! | `kplug_extension_watches` | gauge | | extension kinds watched |
+//! | `kplug_leader` | gauge | | 1 while this replica reconciles (the binary's) |
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -48,122 +53,77 @@ struct ReasonLabels {
 
 type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 
-/// The operator's metrics. Cheap to clone; all clones share the values.
+/// The plugin registry's metrics. Cheap to clone; clones share the values.
 #[derive(Clone)]
-pub struct Metrics {
-    registry: Arc<Registry>,
+pub(crate) struct PluginMetrics {
     plugins_registered: Gauge,
-    leader: Gauge,
-    extension_watches: Gauge,
     plugin_up: Family<PluginLabels, Gauge>,
     call_duration: HistogramFamily,
-    reconciles: Family<OutcomeLabels, Counter>,
     heartbeats: Family<ResultLabels, Counter>,
     refusals: Family<ReasonLabels, Counter>,
     /// The call series of each plugin, so that they can go with it.
     call_series: Arc<Mutex<HashMap<String, HashSet<CallLabels>>>>,
 }
 
-impl std::fmt::Debug for Metrics {
+impl std::fmt::Debug for PluginMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
+        f.debug_struct("PluginMetrics").finish_non_exhaustive()
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
+/// 0.5 ms .. ~16 s: Unix-socket round trips are sub-millisecond, real
+/// reconciles (DDL on a database) take seconds.
+fn call_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
-impl Metrics {
-    /// Creates and registers every metric.
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let plugins_registered = Gauge::default();
+impl PluginMetrics {
+    /// Creates the registry's metrics and registers them in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            plugins_registered: Gauge::default(),
+            plugin_up: Family::default(),
+            call_duration: Family::new_with_constructor(call_histogram),
+            heartbeats: Family::default(),
+            refusals: Family::default(),
+            call_series: Arc::default(),
+        };
         registry.register(
             "kplug_plugins_registered",
             "Plugins registered and ready",
-            plugins_registered.clone(),
+            metrics.plugins_registered.clone(),
         );
-        let leader = Gauge::default();
-        registry.register(
-            "kplug_leader",
-            "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
-            leader.clone(),
-        );
-        let extension_watches = Gauge::default();
-        registry.register(
-            "kplug_extension_watches",
-            "Extension kinds watched (allow-listed kinds that some object references)",
-            extension_watches.clone(),
-        );
-        let plugin_up = Family::<PluginLabels, Gauge>::default();
         registry.register(
             "kplug_plugin_up",
             "1 while the plugin is registered and ready, 0 once it went away",
-            plugin_up.clone(),
+            metrics.plugin_up.clone(),
         );
-        // 0.5 ms .. ~16 s: Unix-socket round trips are sub-millisecond, real
-        // reconciles (DDL on a database) take seconds.
-        let call_duration: HistogramFamily =
-            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16)));
         registry.register(
             "kplug_plugin_call_duration_seconds",
             "Latency of calls from the operator to plugins",
-            call_duration.clone(),
+            metrics.call_duration.clone(),
         );
-        let reconciles = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "kplug_reconcile",
-            "Reconciles by outcome",
-            reconciles.clone(),
-        );
-        let heartbeats = Family::<ResultLabels, Counter>::default();
         registry.register(
             "kplug_heartbeats",
             "Heartbeats received by the registry",
-            heartbeats.clone(),
+            metrics.heartbeats.clone(),
         );
-        let refusals = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "kplug_registrations_refused",
             "Heartbeats refused by the registry, by reason (e.g. ImplementationOwned: an impostor)",
-            refusals.clone(),
+            metrics.refusals.clone(),
         );
-        Self {
-            registry: Arc::new(registry),
-            plugins_registered,
-            leader,
-            extension_watches,
-            plugin_up,
-            call_duration,
-            reconciles,
-            heartbeats,
-            refusals,
-            call_series: Arc::default(),
-        }
+        metrics
     }
 
     /// Sets the number of ready plugins.
-    pub fn set_plugins_registered(&self, n: usize) {
+    pub(crate) fn set_plugins_registered(&self, n: usize) {
         self.plugins_registered
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    /// Whether this replica reconciles.
-    pub fn set_leader(&self, leading: bool) {
-        self.leader.set(i64::from(leading));
-    }
-
-    /// Sets the number of extension kinds watched.
-    pub fn set_extension_watches(&self, n: usize) {
-        self.extension_watches
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
     /// Marks a plugin up or down.
-    pub fn set_plugin_up(&self, plugin: &str, up: bool) {
+    pub(crate) fn set_plugin_up(&self, plugin: &str, up: bool) {
         self.plugin_up
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
@@ -172,7 +132,13 @@ impl Metrics {
     }
 
     /// Records the latency of one call to a plugin.
-    pub fn observe_call(&self, plugin: &str, call: &'static str, code: &str, took: Duration) {
+    pub(crate) fn observe_call(
+        &self,
+        plugin: &str,
+        call: &'static str,
+        code: &str,
+        took: Duration,
+    ) {
         let labels = CallLabels {
             plugin: plugin.to_owned(),
             call,
@@ -191,7 +157,7 @@ impl Metrics {
 
     /// Removes every series of `plugin` (it has been gone for the TTL), so
     /// that plugins that come and go do not grow `/metrics` for ever.
-    pub fn forget_plugin(&self, plugin: &str) {
+    pub(crate) fn forget_plugin(&self, plugin: &str) {
         self.plugin_up.remove(&PluginLabels {
             plugin: plugin.to_owned(),
         });
@@ -205,15 +171,8 @@ impl Metrics {
         }
     }
 
-    /// Counts one reconcile outcome.
-    pub fn count_reconcile(&self, outcome: &'static str) {
-        self.reconciles
-            .get_or_create(&OutcomeLabels { outcome })
-            .inc();
-    }
-
     /// Counts one heartbeat.
-    pub fn count_heartbeat(&self, accepted: bool) {
+    pub(crate) fn count_heartbeat(&self, accepted: bool) {
         let result = if accepted { "accepted" } else { "refused" };
         self.heartbeats
             .get_or_create(&ResultLabels { result })
@@ -221,17 +180,55 @@ impl Metrics {
     }
 
     /// Counts one refused heartbeat.
-    pub fn count_refusal(&self, reason: &'static str) {
+    pub(crate) fn count_refusal(&self, reason: &'static str) {
         self.refusals.get_or_create(&ReasonLabels { reason }).inc();
     }
+}
 
-    /// The Prometheus text exposition of every metric.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+/// The reconciles' metrics. Cheap to clone; clones share the values.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReconcileMetrics {
+    reconciles: Family<OutcomeLabels, Counter>,
+    extension_watches: Gauge,
+}
+
+impl ReconcileMetrics {
+    /// Creates the reconciles' metrics and registers them in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "kplug_reconcile",
+            "Reconciles by outcome",
+            metrics.reconciles.clone(),
+        );
+        registry.register(
+            "kplug_extension_watches",
+            "Extension kinds watched (allow-listed kinds that some object references)",
+            metrics.extension_watches.clone(),
+        );
+        metrics
     }
+
+    /// Counts one reconcile outcome.
+    pub(crate) fn count_reconcile(&self, outcome: &'static str) {
+        self.reconciles
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Sets the number of extension kinds watched.
+    pub(crate) fn set_extension_watches(&self, n: usize) {
+        self.extension_watches
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+/// The Prometheus text exposition of every metric in `registry`.
+pub(crate) fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
 }
 
 #[cfg(test)]
@@ -240,13 +237,15 @@ mod tests {
 
     #[test]
     fn exposes_the_documented_names() {
-        let m = Metrics::new();
-        m.set_plugins_registered(2);
-        m.set_plugin_up("postgresql", true);
-        m.set_plugin_up("mariadb", false);
-        m.observe_call("postgresql", "Reconcile", "ok", Duration::from_millis(3));
-        m.count_reconcile("ok");
-        let text = m.encode();
+        let mut registry = Registry::default();
+        let plugins = PluginMetrics::register(&mut registry);
+        let reconciles = ReconcileMetrics::register(&mut registry);
+        plugins.set_plugins_registered(2);
+        plugins.set_plugin_up("postgresql", true);
+        plugins.set_plugin_up("mariadb", false);
+        plugins.observe_call("postgresql", "Reconcile", "ok", Duration::from_millis(3));
+        reconciles.count_reconcile("ok");
+        let text = encode(&registry);
         assert!(text.contains("kplug_plugins_registered 2"), "{text}");
         assert!(
             text.contains("kplug_plugin_up{plugin=\"postgresql\"} 1"),
@@ -265,12 +264,13 @@ mod tests {
 
     #[test]
     fn a_forgotten_plugin_leaves_no_series() {
-        let m = Metrics::new();
+        let mut registry = Registry::default();
+        let m = PluginMetrics::register(&mut registry);
         m.set_plugin_up("gone", false);
         m.observe_call("gone", "Reconcile", "Ok", Duration::from_millis(3));
         m.observe_call("kept", "Reconcile", "Ok", Duration::from_millis(3));
         m.forget_plugin("gone");
-        let text = m.encode();
+        let text = encode(&registry);
         assert!(!text.contains("\"gone\""), "{text}");
         assert!(text.contains("plugin=\"kept\""), "{text}");
     }

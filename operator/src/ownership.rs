@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 #[error(
     "implementation {implementation:?} belongs to plugin {owner} ({how}); plugin {plugin} may not offer it. Give it another implementation name, or configure the owner with --implementation-owner"
 )]
-pub struct Impostor {
+pub(crate) struct Impostor {
     /// The implementation offered.
     pub implementation: String,
     /// The plugin that owns it.
@@ -95,7 +95,7 @@ impl<V: Clone + PartialEq> Claims<V> {
 
 /// The owners of implementation names.
 #[derive(Debug)]
-pub struct Ownership {
+pub(crate) struct Ownership {
     configured: HashMap<String, String>,
     claims: Mutex<Claims<String>>,
 }
@@ -104,7 +104,10 @@ impl Ownership {
     /// `configured` maps implementation names to their owning plugins; other
     /// implementations are first come, first served, and a released claim
     /// lapses after `hold`.
-    pub fn new(configured: impl IntoIterator<Item = (String, String)>, hold: Duration) -> Self {
+    pub(crate) fn new(
+        configured: impl IntoIterator<Item = (String, String)>,
+        hold: Duration,
+    ) -> Self {
         Self {
             configured: configured
                 .into_iter()
@@ -119,7 +122,7 @@ impl Ownership {
     ///
     /// # Errors
     /// [`Impostor`] for the first implementation another plugin owns.
-    pub fn claim<'a>(
+    pub(crate) fn claim<'a>(
         &self,
         plugin: &str,
         implementations: impl IntoIterator<Item = &'a str> + Clone,
@@ -153,7 +156,7 @@ impl Ownership {
     }
 
     /// `plugin` left: its claims lapse unless it is back within the hold.
-    pub fn release(&self, plugin: &str) {
+    pub(crate) fn release(&self, plugin: &str) {
         self.claims
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -167,7 +170,7 @@ impl Ownership {
 #[error(
     "plugin name {name} belongs to UID {owner} ({how}); a process with UID {uid} may not register, renew or unregister it. Give each plugin container its own runAsUser, and map names to UIDs with --plugin-uid"
 )]
-pub struct WrongUid {
+pub(crate) struct WrongUid {
     /// The plugin name.
     pub name: String,
     /// The UID that owns it.
@@ -182,7 +185,7 @@ pub struct WrongUid {
 /// NAME=UID`), else the first UID that registers it, until the name has been
 /// gone for the hold period.
 #[derive(Debug)]
-pub struct NameOwners {
+pub(crate) struct NameOwners {
     configured: HashMap<String, u32>,
     claims: Mutex<Claims<u32>>,
 }
@@ -190,7 +193,7 @@ pub struct NameOwners {
 impl NameOwners {
     /// `configured` maps plugin names to UIDs; other names are first come,
     /// first served, and a released name lapses after `hold`.
-    pub fn new(configured: impl IntoIterator<Item = (String, u32)>, hold: Duration) -> Self {
+    pub(crate) fn new(configured: impl IntoIterator<Item = (String, u32)>, hold: Duration) -> Self {
         Self {
             configured: configured.into_iter().collect(),
             claims: Mutex::new(Claims::new(hold)),
@@ -201,7 +204,7 @@ impl NameOwners {
     ///
     /// # Errors
     /// [`WrongUid`] naming the owner.
-    pub fn check(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
+    pub(crate) fn check(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
         let wrong = |owner: u32, how| WrongUid {
             name: name.to_owned(),
             owner,
@@ -230,7 +233,7 @@ impl NameOwners {
     ///
     /// # Errors
     /// [`WrongUid`] naming the owner.
-    pub fn claim(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
+    pub(crate) fn claim(&self, name: &str, uid: u32) -> Result<(), WrongUid> {
         self.check(name, uid)?;
         if !self.configured.contains_key(name) {
             self.claims
@@ -242,7 +245,7 @@ impl NameOwners {
     }
 
     /// The name's instance left: its claim lapses after the hold.
-    pub fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(claim) = claims.claims.get_mut(name)
             && claim.released.is_none()

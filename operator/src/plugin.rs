@@ -18,7 +18,7 @@ use kplug_proto::v1::{
 use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
 
-use crate::metrics::Metrics;
+use crate::metrics::PluginMetrics;
 
 /// A call to a plugin that did not produce a response.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +120,7 @@ pub struct PluginInstance {
     pub(crate) max_response_bytes: usize,
     /// The UID that registered it; its socket must be served by it.
     pub(crate) uid: u32,
-    pub(crate) metrics: Metrics,
+    pub(crate) metrics: PluginMetrics,
 }
 
 impl PluginInstance {
@@ -239,9 +239,9 @@ impl PluginInstance {
             Ok(Ok(resp)) => ("Ok".to_owned(), Ok(resp.into_inner())),
             // tonic enforces the grpc-timeout it sends, too, and reports it
             // as Cancelled; whichever timer fires first, it is a timeout.
-            Ok(Err(status))
-                if started.elapsed() >= deadline || status.message() == "Timeout expired" =>
-            {
+            // Both timers end at `started + deadline` and never fire early,
+            // so the elapsed time tells, whatever the code and message.
+            Ok(Err(status)) if started.elapsed() >= deadline => {
                 (format!("{:?}", status.code()), Err(timeout()))
             }
             Ok(Err(status)) => (
@@ -293,7 +293,40 @@ impl PluginInstance {
     }
 }
 
+#[cfg(test)]
+impl PluginInstance {
+    /// A ready instance that is never dialled: for unit tests of the
+    /// reconcile, whose calls go through a fake backend.
+    pub(crate) fn fake(
+        name: &str,
+        version: &str,
+        offers: Vec<Offer>,
+        capabilities: Vec<Capability>,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            instance_id: format!("{name}-1"),
+            description: String::new(),
+            socket: PathBuf::from(format!("/nonexistent/{name}.sock")),
+            offers,
+            capabilities,
+            ready: true.into(),
+            last_seen: Mutex::new(Instant::now()),
+            channel: tonic::transport::Endpoint::from_static("http://[::1]:1").connect_lazy(),
+            in_flight: Arc::new(Semaphore::new(1)),
+            max_in_flight: 1,
+            closed: Arc::default(),
+            call_timeout: Duration::from_secs(1),
+            probe_timeout: Duration::from_secs(1),
+            max_response_bytes: 1024,
+            uid: 0,
+            metrics: PluginMetrics::register(&mut prometheus_client::registry::Registry::default()),
+        }
+    }
+}
+
 /// Kinds compare by group and kind, ignoring ASCII case in the group.
-pub fn same_kind(a: &GroupKind, b: &GroupKind) -> bool {
+pub(crate) fn same_kind(a: &GroupKind, b: &GroupKind) -> bool {
     a.kind == b.kind && a.group.eq_ignore_ascii_case(&b.group)
 }

@@ -131,6 +131,7 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
 /// # Errors
 /// The reason the heartbeat would be refused.
 #[doc(hidden)]
+#[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
 pub fn heartbeat_refusal(req: &HeartbeatRequest) -> Result<(), String> {
     check_heartbeat(req).map_err(|r| r.to_string())
 }

@@ -30,11 +30,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_proto::limits;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::registry_server::{Registry as RegistryApi, RegistryServer};
@@ -42,14 +43,15 @@ use kplug_proto::v1::{
     GetInfoRequest, GroupKind, HeartbeatRequest, HeartbeatResponse, UnregisterRequest,
     UnregisterResponse,
 };
+use kube::runtime::events::{EventType, Reporter};
 use tokio::sync::{Notify, Semaphore, watch};
 use tonic::{Request, Response, Status};
 
 use crate::backoff::Backoff;
 use crate::confinement::confine;
 use crate::connection::{Liveness, dial, liveness};
-use crate::events::{Events, Severity};
-use crate::metrics::Metrics;
+use crate::events::Events;
+use crate::metrics::PluginMetrics;
 use crate::ownership::{NameOwners, Ownership};
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::refusal::{Refusal, check_heartbeat, check_sizes};
@@ -108,6 +110,20 @@ impl Default for RegistryConfig {
 }
 
 impl RegistryConfig {
+    /// The defaults, with the socket dir from `KPLUG_SOCKET_DIR` when it is
+    /// set (as the plugins read it), else `/var/run/kplug`.
+    pub fn from_env() -> Self {
+        Self {
+            socket_dir: std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
+                .filter(|dir| !dir.is_empty())
+                .map_or_else(
+                    || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
+                    PathBuf::from,
+                ),
+            ..Self::default()
+        }
+    }
+
     /// Checks settings that cannot work together.
     ///
     /// # Errors
@@ -134,8 +150,8 @@ struct Shared {
     config: RegistryConfig,
     plugins: RwLock<HashMap<String, Arc<PluginInstance>>>,
     changes: watch::Sender<u64>,
-    metrics: Metrics,
-    events: Option<Events>,
+    metrics: PluginMetrics,
+    events: OnceLock<Events>,
     // Serialises handshakes per name, so two heartbeats of one new instance
     // do not both dial it, while a plugin whose handshake hangs delays no
     // other plugin (the lock is per name, never global).
@@ -153,9 +169,14 @@ struct Shared {
 }
 
 impl Registry {
-    /// A registry with `config`, reporting into `metrics` and (optionally)
-    /// recording registry Events.
-    pub fn new(config: RegistryConfig, metrics: Metrics, events: Option<Events>) -> Self {
+    /// A registry with `config`, registering its metrics (`kplug_plugin_*`,
+    /// `kplug_heartbeats_total`, `kplug_registrations_refused_total`) in
+    /// `metrics`. It serves nothing until [`Self::serve`].
+    pub fn new(
+        config: RegistryConfig,
+        metrics: &mut prometheus_client::registry::Registry,
+    ) -> Self {
+        let metrics = PluginMetrics::register(metrics);
         let (changes, _) = watch::channel(0);
         let ownership = Ownership::new(config.implementation_owners.clone(), config.heartbeat_ttl);
         let names = NameOwners::new(config.plugin_uids.clone(), config.heartbeat_ttl);
@@ -165,7 +186,7 @@ impl Registry {
                 plugins: RwLock::default(),
                 changes,
                 metrics,
-                events,
+                events: OnceLock::new(),
                 handshakes: Mutex::default(),
                 backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
                 started: Mutex::new(None),
@@ -175,6 +196,22 @@ impl Registry {
                 offered: Mutex::default(),
             }),
         }
+    }
+
+    /// Records the registry's Events (plugin registered, replaced, gone,
+    /// refused) on `operator_pod`, reported as `reporter`. Without it (or
+    /// without a Pod), they are only logged. The first call wins.
+    pub fn record_events(
+        self,
+        client: kube::Client,
+        reporter: Reporter,
+        operator_pod: Option<ObjectReference>,
+    ) -> Self {
+        let _ = self
+            .shared
+            .events
+            .set(Events::new(client, reporter, operator_pod));
+        self
     }
 
     /// The settings.
@@ -406,18 +443,18 @@ impl Registry {
         self.shared.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    async fn note(&self, severity: Severity, reason: &str, message: String) {
+    async fn note(&self, severity: EventType, reason: &str, message: String) {
         match severity {
-            Severity::Normal => tracing::info!(reason, "{message}"),
-            Severity::Warning => tracing::warn!(reason, "{message}"),
+            EventType::Normal => tracing::info!(reason, "{message}"),
+            EventType::Warning => tracing::warn!(reason, "{message}"),
         }
-        if let Some(events) = &self.shared.events {
+        if let Some(events) = self.shared.events.get() {
             events.publish_operator(severity, reason, message).await;
         }
     }
 
     /// Removes `name` if `instance_id` is still its current instance.
-    async fn remove(&self, name: &str, instance_id: &str, why: &str, severity: Severity) -> bool {
+    async fn remove(&self, name: &str, instance_id: &str, why: &str, severity: EventType) -> bool {
         let removed = {
             let mut plugins = self.write();
             match plugins.get(name) {
@@ -442,7 +479,7 @@ impl Registry {
                 registry.shared.metrics.forget_plugin(&name_gone);
             }
         });
-        let reason = if severity == Severity::Warning {
+        let reason = if severity == EventType::Warning {
             "PluginGone"
         } else {
             "PluginUnregistered"
@@ -473,7 +510,7 @@ impl Registry {
                     "no heartbeat for {:.1}s (TTL {ttl:?})",
                     silent.as_secs_f64()
                 );
-                self.remove(&name, &instance_id, &why, Severity::Warning)
+                self.remove(&name, &instance_id, &why, EventType::Warning)
                     .await;
             }
             // Handshake locks of names nobody is handshaking as: a client
@@ -508,7 +545,7 @@ impl Registry {
                 }
                 if let Liveness::Gone(why) = liveness(&socket, uid).await {
                     registry
-                        .remove(&name, &id, &gone(why), Severity::Warning)
+                        .remove(&name, &id, &gone(why), EventType::Warning)
                         .await;
                     return;
                 }
@@ -527,7 +564,7 @@ impl Registry {
                     && let Liveness::Gone(why) = liveness(&socket, uid).await
                 {
                     registry
-                        .remove(&name, &id, &gone(why), Severity::Warning)
+                        .remove(&name, &id, &gone(why), EventType::Warning)
                         .await;
                     return;
                 }
@@ -625,7 +662,7 @@ impl Registry {
                 // In-flight calls on the old instance keep their channel and
                 // finish; new calls go to the new one from now on.
                 self.note(
-                    Severity::Normal,
+                    EventType::Normal,
                     "PluginReplaced",
                     format!(
                         "plugin {} replaced its running instance (version {}); serves {offers}",
@@ -638,7 +675,7 @@ impl Registry {
             }
             None => {
                 self.note(
-                    Severity::Normal,
+                    EventType::Normal,
                     "PluginRegistered",
                     format!("plugin {} registered; serves {offers}", instance.label()),
                 )
@@ -757,7 +794,7 @@ impl Registry {
             self.shared.metrics.set_plugin_up(&instance.name, true);
             self.changed();
             self.note(
-                Severity::Normal,
+                EventType::Normal,
                 "PluginReady",
                 format!("plugin {} is ready", instance.label()),
             )
@@ -778,7 +815,7 @@ impl Registry {
             &req.name,
             &req.instance_id,
             "it unregistered (shutting down)",
-            Severity::Normal,
+            EventType::Normal,
         )
         .await;
         // Drain: wait until every permit is back, i.e. no call is in flight,
@@ -825,7 +862,7 @@ impl RegistryApi for Registry {
                     .admit(&key, std::time::Instant::now())
                 {
                     self.note(
-                        Severity::Warning,
+                        EventType::Warning,
                         "PluginRefused",
                         format!("heartbeat refused: {message}"),
                     )
@@ -909,14 +946,4 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     message
-}
-
-/// The socket dir to use: `explicit`, else `$KPLUG_SOCKET_DIR`, else
-/// `/var/run/kplug`.
-pub fn socket_dir(explicit: Option<&Path>) -> PathBuf {
-    explicit.map(Path::to_owned).unwrap_or_else(|| {
-        std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR))
-    })
 }

@@ -5,25 +5,24 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::AtomicI64;
+
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use tokio::sync::{mpsc, watch};
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::watch;
 
-use crate::backoff::{Backoff, FailureTracker};
-use crate::controller::{self, Context, Settings};
-use crate::events::Events;
-use crate::extensions::{AllowList, Extensions};
+use crate::delegate::Delegate;
+use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
 use crate::leader::{Elector, LeaderElection};
-use crate::metrics::Metrics;
+use crate::reconcile::Settings;
 use crate::registry::{Registry, RegistryConfig};
-use crate::share::Shares;
 use crate::target::Target;
-use crate::waiting::{Waiting, Wakeups, wake_on_changes};
-use crate::written::Written;
 
 /// Everything [`run`] needs.
 #[derive(Clone, Debug)]
@@ -38,8 +37,11 @@ pub struct Config {
     pub settings: Settings,
     /// Where to serve `/metrics`, `/healthz`, `/readyz` (none when `None`).
     pub metrics_addr: Option<SocketAddr>,
-    /// Name reported on Events.
-    pub controller_name: String,
+    /// Who reports Events (`controller`, and `instance`: the Pod's name).
+    pub reporter: Reporter,
+    /// The operator's own Pod, where registry Events (plugin registered,
+    /// gone, refused) are recorded; only logged when `None`.
+    pub operator_pod: Option<ObjectReference>,
     /// Objects reconciled at once (the controller's workers).
     pub concurrency: u16,
     /// Reconciles one plugin may have in progress; fewer than
@@ -59,7 +61,8 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             settings: Settings::default(),
             metrics_addr: None,
-            controller_name: "kplug-operator".into(),
+            reporter: Reporter::from("kplug-operator"),
+            operator_pod: None,
             concurrency: 8,
             max_reconciles_per_plugin: 6,
             leader_election: None,
@@ -97,21 +100,40 @@ pub async fn run(
             election.duration, election.grace
         )));
     }
-    let target = Target::discover(&client, &config.resource).await?;
-    config.extension_kinds.check_served(&client).await?;
+    let gvk = crate::target::parse(&config.resource)?;
+    let target = Target::discover(&client, &gvk).await?;
     tracing::info!(
         kind = %target.display(),
         namespace = config.namespace.as_deref().unwrap_or("(all)"),
         socket_dir = %config.registry.socket_dir.display(),
         "managing"
     );
-    let metrics = Metrics::new();
-    let events = Events::new(client.clone(), &config.controller_name);
-    let registry = Registry::new(
-        config.registry.clone(),
-        metrics.clone(),
-        Some(events.clone()),
+    let mut metrics = prometheus_client::registry::Registry::default();
+    let leader = Gauge::<i64, AtomicI64>::default();
+    metrics.register(
+        "kplug_leader",
+        "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
+        leader.clone(),
     );
+    let registry = Registry::new(config.registry.clone(), &mut metrics).record_events(
+        client.clone(),
+        config.reporter.clone(),
+        config.operator_pod.clone(),
+    );
+    let delegate = Delegate::<DynamicObject>::builder_with(
+        client.clone(),
+        &registry,
+        target.api_resource.clone(),
+    )
+    .reporter(config.reporter.clone())
+    .metrics(&mut metrics)
+    .settings(config.settings.clone())
+    .extension_kinds(config.extension_kinds.clone())
+    .namespace(config.namespace.clone())
+    .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
+    .build()
+    .await?;
+    let metrics = Arc::new(metrics);
 
     let (stop, stopped) = watch::channel(false);
     // The registry stops last, on a signal of its own (see the shutdown).
@@ -136,46 +158,18 @@ pub async fn run(
     let http_task = http_listener.map(|listener| {
         tokio::spawn(http::serve(
             listener,
-            metrics.clone(),
+            Arc::clone(&metrics),
             registry.clone(),
             readiness.clone(),
             until_stopped(),
         ))
     });
-
-    // Objects to reconcile now: their extensions changed, or the registry
-    // has what they wait for.
-    let (wake, woken) = mpsc::unbounded_channel();
-    let extensions = Extensions::new(
-        client.clone(),
-        target.api_resource.clone(),
-        config.namespace.clone(),
-        config.extension_kinds.clone(),
-        metrics.clone(),
-        wake.clone(),
-    );
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        target: target.clone(),
-        registry: registry.clone(),
-        extensions,
-        events,
-        metrics: metrics.clone(),
-        settings: config.settings.clone(),
-        failures: FailureTracker::new(Backoff::new(
-            Duration::from_millis(500),
-            Duration::from_secs(300),
-        )),
-        waiting: Arc::new(Waiting::default()),
-        shares: Shares::new(config.max_reconciles_per_plugin.into()),
-        written: Arc::new(Written::default()),
-    });
     let term = Term {
-        ctx,
+        delegate: Arc::new(delegate),
+        target,
+        client: client.clone(),
         config: config.clone(),
         readiness: readiness.clone(),
-        wake,
-        woken: Arc::new(tokio::sync::Mutex::new(woken)),
     };
     let mut elector = match &config.leader_election {
         Some(election) => {
@@ -194,12 +188,12 @@ pub async fn run(
             };
             elector.until_leading().await;
             readiness.set_following(false);
-            metrics.set_leader(true);
+            leader.set(1);
             tokio::select! {
                 () = term.run(until_stopped()) => return,
                 () = elector.until_lost() => {}
             }
-            metrics.set_leader(false);
+            leader.set(0);
             readiness.set_following(true);
         }
     };
@@ -249,23 +243,22 @@ pub async fn run(
 /// What one term as leader needs: the controller is built anew each time
 /// (a fresh list, so a new leader reconciles every object once).
 struct Term {
-    ctx: Arc<Context>,
+    delegate: Arc<Delegate<DynamicObject>>,
+    target: Target,
+    client: kube::Client,
     config: Config,
     readiness: Readiness,
-    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
-    woken: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>>>,
 }
 
 impl Term {
     /// Runs the controller until `stopped` (gracefully) or until dropped.
     async fn run(&self, stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-        let ctx = &self.ctx;
-        let target = &ctx.target;
+        let target = &self.target;
         let api: Api<DynamicObject> = match &self.config.namespace {
             Some(ns) if target.namespaced => {
-                Api::namespaced_with(ctx.client.clone(), ns, &target.api_resource)
+                Api::namespaced_with(self.client.clone(), ns, &target.api_resource)
             }
-            _ => Api::all_with(ctx.client.clone(), &target.api_resource),
+            _ => Api::all_with(self.client.clone(), &target.api_resource),
         };
         // A new term reconciles every object once. What the last term knew
         // is not enough: its requeues (backoffs, retries after an API
@@ -273,8 +266,7 @@ impl Term {
         // this process last wrote would otherwise not wake at all (the
         // chaos soak found 9 objects left waiting for a plugin that was
         // back, after a term lost while the API server restarted).
-        ctx.written.clear();
-        ctx.waiting.clear();
+        self.delegate.new_term();
         let writer = Writer::new(target.api_resource.clone());
         let store = writer.as_reader();
         // Ready once the first list is in the cache. This is read off the
@@ -285,7 +277,7 @@ impl Term {
         // Spec changes wake an object, and so does a change by anyone else
         // to the status the operator owns (crate::written); its own status
         // writes do not (they would loop).
-        let written = Arc::clone(&ctx.written);
+        let delegate = Arc::clone(&self.delegate);
         let objects = watcher(api, watcher::Config::default())
             .default_backoff()
             .reflect(writer)
@@ -295,35 +287,20 @@ impl Term {
                 }
             })
             .applied_objects()
-            .try_filter(move |obj| {
-                std::future::ready(written.wakes(obj) || controller::reselect_requested(obj))
-            });
+            .try_filter(move |obj| std::future::ready(delegate.wants(obj)));
         // A registry change (a plugin registered, became ready, went away)
-        // reconciles only the objects it concerns (crate::waiting).
-        // Aborted when this term ends, however it ends: a term that loses
-        // the lease is dropped, not finished, and a JoinHandle dropped does
-        // not stop its task (each lost term used to leave one running).
-        let _wakeups = AbortOnDrop(tokio::spawn(wake_on_changes(Wakeups {
-            registry: ctx.registry.clone(),
-            waiting: Arc::clone(&ctx.waiting),
-            kind: target.group_kind(),
-            api_resource: target.api_resource.clone(),
-            store: store.clone(),
-            grace: self.config.registry.heartbeat_ttl,
-            wake: self.wake.clone(),
-        })));
-        let woken = futures::stream::unfold(Arc::clone(&self.woken), |woken| async move {
-            let next = woken.lock().await.recv().await;
-            next.map(|object| (object, woken))
-        });
+        // reconciles only the objects it concerns (crate::waiting). The
+        // stream stops following the registry when this term ends, however
+        // it ends.
+        let wakeups = self.delegate.wakeups(store.clone());
         Controller::for_stream_with(objects, store, target.api_resource.clone())
             .with_config(kube::runtime::Config::default().concurrency(self.config.concurrency))
-            .reconcile_on(woken)
+            .reconcile_on(wakeups)
             .graceful_shutdown_on(stopped)
             .run(
-                controller::reconcile,
-                controller::error_policy,
-                Arc::clone(ctx),
+                |obj, delegate| async move { delegate.reconcile(obj).await },
+                |obj, error, delegate| delegate.error_policy(obj, error),
+                Arc::clone(&self.delegate),
             )
             .for_each(|result| async move {
                 if let Err(error) = result {
@@ -331,14 +308,5 @@ impl Term {
                 }
             })
             .await;
-    }
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

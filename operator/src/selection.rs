@@ -36,7 +36,7 @@ pub struct Candidate {
 
 /// The choice recorded in an object's status.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// `status.implementation`.
     pub implementation: String,
     /// `status.plugin`: the plugin chosen with it.
@@ -45,7 +45,7 @@ pub struct Recorded {
 
 impl Recorded {
     /// What `obj`'s status records, if anything.
-    pub fn of(obj: &kube::api::DynamicObject) -> Option<Self> {
+    pub(crate) fn of(obj: &kube::api::DynamicObject) -> Option<Self> {
         let status = obj.data.get("status")?;
         let text = |key: &str| {
             status
@@ -72,7 +72,7 @@ impl From<&Candidate> for Recorded {
 
 /// Why a candidate was chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// It was already recorded in the object's status.
     Recorded,
     /// The object prefers it.
@@ -84,7 +84,7 @@ pub enum Reason {
 
 /// The outcome of [`select`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Selection {
+pub(crate) enum Selection {
     /// Use this candidate.
     Chosen {
         /// The chosen implementation and plugin.
@@ -102,15 +102,7 @@ pub enum Selection {
 }
 
 /// Chooses an implementation; see the [module docs](self) for the rules.
-///
-/// ```
-/// use kplug_operator::selection::{select, Candidate, Reason, Selection};
-///
-/// let pg = Candidate { implementation: "PostgreSQL".into(), plugin: "postgresql".into() };
-/// let chosen = select(None, Some("MariaDB"), std::slice::from_ref(&pg));
-/// assert_eq!(chosen, Selection::Chosen { candidate: pg, reason: Reason::Fallback });
-/// ```
-pub fn select(
+pub(crate) fn select(
     recorded: Option<&Recorded>,
     preferred: Option<&str>,
     candidates: &[Candidate],
@@ -155,7 +147,7 @@ pub fn select(
 
 /// Every candidate, in the stable order (implementation, then plugin),
 /// without duplicates.
-pub fn select_all(candidates: &[Candidate]) -> Vec<Candidate> {
+pub(crate) fn select_all(candidates: &[Candidate]) -> Vec<Candidate> {
     let mut ordered = candidates.to_vec();
     ordered.sort_by(|a, b| {
         a.implementation

@@ -15,18 +15,18 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How soon an object whose plugin's share is taken is looked at again.
-pub const BUSY_REQUEUE: Duration = Duration::from_secs(1);
+pub(crate) const BUSY_REQUEUE: Duration = Duration::from_secs(1);
 
 /// The shares, by plugin name.
 #[derive(Debug)]
-pub struct Shares {
+pub(crate) struct Shares {
     per_plugin: usize,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl Shares {
     /// Shares of `per_plugin` reconciles each (at least one).
-    pub fn new(per_plugin: usize) -> Self {
+    pub(crate) fn new(per_plugin: usize) -> Self {
         Self {
             per_plugin: per_plugin.max(1),
             slots: Mutex::default(),
@@ -34,13 +34,14 @@ impl Shares {
     }
 
     /// Reconciles one plugin may have in progress.
-    pub fn per_plugin(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn per_plugin(&self) -> usize {
         self.per_plugin
     }
 
     /// A place in `plugin`'s share, or `None` when it is all taken. The place
     /// is given back when the permit is dropped.
-    pub fn try_take(&self, plugin: &str) -> Option<OwnedSemaphorePermit> {
+    pub(crate) fn try_take(&self, plugin: &str) -> Option<OwnedSemaphorePermit> {
         let slots = Arc::clone(
             self.slots
                 .lock()

@@ -30,7 +30,7 @@ use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
 
-use crate::events::Severity;
+use kube::runtime::events::EventType as Severity;
 
 /// Condition types the operator owns.
 pub mod types {
@@ -42,8 +42,6 @@ pub mod types {
     pub const EXTENSIONS_RESOLVED: &str = "ExtensionsResolved";
     /// The last plugin call succeeded.
     pub const RECONCILED: &str = "Reconciled";
-    /// All of them.
-    pub const ALL: [&str; 4] = kplug_proto::RESERVED_CONDITION_TYPES;
 }
 
 /// Status keys the operator owns; plugins may not write them.

@@ -7,7 +7,7 @@ use kube::discovery::{Scope, pinned_kind};
 
 /// The managed kind, as discovered on the API server.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// How to reach it.
     pub api_resource: ApiResource,
     /// Whether objects live in namespaces.
@@ -16,7 +16,7 @@ pub struct Target {
 
 impl Target {
     /// Group and kind, as plugins name them in their offers.
-    pub fn group_kind(&self) -> GroupKind {
+    pub(crate) fn group_kind(&self) -> GroupKind {
         GroupKind {
             group: self.api_resource.group.clone(),
             kind: self.api_resource.kind.clone(),
@@ -24,7 +24,7 @@ impl Target {
     }
 
     /// `Kind.group`, for messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         if self.api_resource.group.is_empty() {
             self.api_resource.kind.clone()
         } else {
@@ -32,15 +32,23 @@ impl Target {
         }
     }
 
-    /// Finds `resource` on the API server.
+    /// Finds `gvk` on the API server.
     ///
     /// # Errors
     /// [`crate::Error::Resource`] when the string is malformed, the API
     /// server does not serve that kind, or the kind has no `/status`
     /// subresource.
-    pub async fn discover(client: &kube::Client, resource: &str) -> Result<Self, crate::Error> {
-        let gvk = parse(resource)?;
-        let (api_resource, caps) = pinned_kind(client, &gvk).await.map_err(|e| crate::Error::Resource {
+    pub(crate) async fn discover(
+        client: &kube::Client,
+        gvk: &GroupVersionKind,
+    ) -> Result<Self, crate::Error> {
+        let resource = if gvk.group.is_empty() {
+            format!("{}/{}", gvk.version, gvk.kind)
+        } else {
+            format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
+        };
+        let resource = resource.as_str();
+        let (api_resource, caps) = pinned_kind(client, gvk).await.map_err(|e| crate::Error::Resource {
             resource: resource.to_owned(),
             message: format!(
                 "the API server does not serve it ({e}); check the spelling (kinds are CamelCase) and that its CRD is installed: kubectl get crd"
@@ -73,7 +81,7 @@ impl Target {
 ///
 /// # Errors
 /// [`crate::Error::Resource`] with an example of the expected form.
-pub fn parse(resource: &str) -> Result<GroupVersionKind, crate::Error> {
+pub(crate) fn parse(resource: &str) -> Result<GroupVersionKind, crate::Error> {
     let bad = |why: &str| crate::Error::Resource {
         resource: resource.to_owned(),
         message: format!(

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use kplug_proto::v1::GroupKind;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
 use crate::registry::Registry;
@@ -43,7 +43,7 @@ use crate::selection::{Candidate, Recorded};
 
 /// What a waiting object needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// Any ready plugin that serves the kind.
     AnyPlugin,
     /// The recorded choice's plugin, offering its implementation.
@@ -58,7 +58,7 @@ pub enum Need {
 
 impl Need {
     /// Whether a plugin among the ready `candidates` meets this need.
-    pub fn met_by(&self, candidates: &[Candidate]) -> bool {
+    pub(crate) fn met_by(&self, candidates: &[Candidate]) -> bool {
         match self {
             Need::AnyPlugin => !candidates.is_empty(),
             Need::Recorded(recorded) => candidates.iter().any(|c| {
@@ -76,13 +76,13 @@ impl Need {
 
 /// The table of waiting objects.
 #[derive(Debug, Default)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     needs: Mutex<HashMap<ObjectRef<DynamicObject>, Need>>,
 }
 
 impl Waiting {
     /// Records that `object` waits for `need`.
-    pub fn wait(&self, object: ObjectRef<DynamicObject>, need: Need) {
+    pub(crate) fn wait(&self, object: ObjectRef<DynamicObject>, need: Need) {
         self.needs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -91,14 +91,14 @@ impl Waiting {
 
     /// Forgets every object: a new term as leader reconciles them all, and
     /// each records its need again.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.needs.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Forgets `object` (it reached its plugin, or is gone). Returns
     /// whether it was still waiting: `false` when a [`Waiting::wake`] took
     /// it first, and so has already asked for its reconcile.
-    pub fn done(&self, object: &ObjectRef<DynamicObject>) -> bool {
+    pub(crate) fn done(&self, object: &ObjectRef<DynamicObject>) -> bool {
         self.needs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -108,7 +108,7 @@ impl Waiting {
 
     /// The objects waiting for their preferred implementation, forgotten
     /// here: the start-up grace is over, and they may fall back now.
-    pub fn end_start_up_grace(&self) -> Vec<ObjectRef<DynamicObject>> {
+    pub(crate) fn end_start_up_grace(&self) -> Vec<ObjectRef<DynamicObject>> {
         let mut needs = self.needs.lock().unwrap_or_else(|e| e.into_inner());
         let woken: Vec<_> = needs
             .iter()
@@ -123,7 +123,7 @@ impl Waiting {
 
     /// The objects whose need the ready `candidates` meet, forgotten here
     /// (a reconcile that still finds nothing records them again).
-    pub fn wake(&self, candidates: &[Candidate]) -> Vec<ObjectRef<DynamicObject>> {
+    pub(crate) fn wake(&self, candidates: &[Candidate]) -> Vec<ObjectRef<DynamicObject>> {
         let mut needs = self.needs.lock().unwrap_or_else(|e| e.into_inner());
         let woken: Vec<_> = needs
             .iter()
@@ -137,9 +137,13 @@ impl Waiting {
     }
 }
 
+/// The managed objects now (the controller's cache), for
+/// [`wake_on_changes`].
+pub(crate) type Snapshot = Arc<dyn Fn() -> Vec<DynamicObject> + Send + Sync>;
+
 /// Where [`wake_on_changes`] looks and what it sends.
-#[derive(Clone, Debug)]
-pub struct Wakeups {
+#[derive(Clone)]
+pub(crate) struct Wakeups {
     /// The registry whose changes are followed.
     pub registry: Registry,
     /// The waiting objects.
@@ -149,7 +153,7 @@ pub struct Wakeups {
     /// How to name its objects.
     pub api_resource: ApiResource,
     /// The controller's cache of its objects.
-    pub store: Store<DynamicObject>,
+    pub snapshot: Snapshot,
     /// How long a plugin may be gone before its objects are told.
     pub grace: Duration,
     /// Where objects to reconcile are sent.
@@ -159,7 +163,7 @@ pub struct Wakeups {
 /// Follows the registry's changes until it is dropped: wakes the objects
 /// waiting for what became ready, and, after [`Wakeups::grace`], the
 /// objects recorded on implementations that left and did not come back.
-pub async fn wake_on_changes(w: Wakeups) {
+pub(crate) async fn wake_on_changes(w: Wakeups) {
     let mut changes = w.registry.changes();
     let mut previous = w.registry.candidates(&w.kind);
     let grace = w.registry.start_up_grace_left();
@@ -219,9 +223,7 @@ async fn tell_after_grace(w: Wakeups, plugin: String, implementations: BTreeSet<
     if still_gone.is_empty() {
         return;
     }
-    let objects: Vec<_> = w
-        .store
-        .state()
+    let objects: Vec<_> = (w.snapshot)()
         .into_iter()
         .filter(|obj| Recorded::of(obj).is_some_and(|r| still_gone.contains(&r.implementation)))
         .collect();
@@ -233,10 +235,9 @@ async fn tell_after_grace(w: Wakeups, plugin: String, implementations: BTreeSet<
         w.grace
     );
     for obj in objects {
-        let _ = w.wake.send(ObjectRef::from_obj_with(
-            obj.as_ref(),
-            w.api_resource.clone(),
-        ));
+        let _ = w
+            .wake
+            .send(ObjectRef::from_obj_with(&obj, w.api_resource.clone()));
     }
 }
 

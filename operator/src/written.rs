@@ -27,7 +27,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 /// A fingerprint of the operator's part of a status.
-pub fn fingerprint(status: Option<&Value>) -> u64 {
+pub(crate) fn fingerprint(status: Option<&Value>) -> u64 {
     let mut hasher = DefaultHasher::new();
     let field = |key: &str| status.and_then(|s| s.get(key)).map(Value::to_string);
     field("implementation").hash(&mut hasher);
@@ -67,13 +67,13 @@ struct Seen {
 
 /// Per object (by uid): what was seen and written.
 #[derive(Debug, Default)]
-pub struct Written {
+pub(crate) struct Written {
     objects: Mutex<HashMap<String, Seen>>,
 }
 
 impl Written {
     /// Remembers that `status` (as sent) was written to `obj`.
-    pub fn record(&self, obj: &DynamicObject, status: &Value) {
+    pub(crate) fn record(&self, obj: &DynamicObject, status: &Value) {
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
         let written = fingerprint(Some(status));
@@ -87,7 +87,7 @@ impl Written {
 
     /// Forgets every object, so that each wakes the controller once more:
     /// a new term as leader starts this way.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.objects
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -95,7 +95,7 @@ impl Written {
     }
 
     /// Forgets a deleted object.
-    pub fn forget(&self, obj: &DynamicObject) {
+    pub(crate) fn forget(&self, obj: &DynamicObject) {
         self.objects
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -105,7 +105,7 @@ impl Written {
     /// Whether this version of `obj` needs a reconcile: its generation is
     /// new, or the operator's part of its status is none of the writes the
     /// operator has made and not yet seen echoed (someone else wrote it).
-    pub fn wakes(&self, obj: &DynamicObject) -> bool {
+    pub(crate) fn wakes(&self, obj: &DynamicObject) -> bool {
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
         let generation = obj.metadata.generation;

@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kplug_operator::metrics::Metrics;
-use kplug_operator::registry::{Registry, RegistryConfig};
+use kplug_operator::{Registry, RegistryConfig};
 use kplug_proto::v1::{Outcome, ReconcileRequest};
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
 use serde_json::{Value, json};
@@ -34,8 +33,7 @@ fn start_registry(dir: &Path) -> (Registry, oneshot::Sender<()>, tokio::task::Jo
             heartbeat_interval: Duration::from_millis(200),
             ..RegistryConfig::default()
         },
-        Metrics::new(),
-        None,
+        &mut prometheus_client::registry::Registry::default(),
     );
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(registry.clone().serve(async {

@@ -59,14 +59,14 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::metrics::Metrics;
+use crate::metrics::ReconcileMetrics;
 use crate::status::{Condition, types};
 use seen::{ExtKey, Seen, SeenTable};
 use watch::KindWatch;
 
 /// One entry of the extensions list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ExtensionRef {
+pub(crate) struct ExtensionRef {
     /// `group/version`.
     pub api_version: String,
     /// Kind.
@@ -77,7 +77,7 @@ pub struct ExtensionRef {
 
 impl ExtensionRef {
     /// The API group (empty for the core group).
-    pub fn group(&self) -> &str {
+    pub(crate) fn group(&self) -> &str {
         self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
     }
 
@@ -101,7 +101,10 @@ impl std::fmt::Display for ExtensionRef {
 ///
 /// # Errors
 /// A message naming the field and the entry when the list is malformed.
-pub fn references(obj: &DynamicObject, path: &[String]) -> Result<Vec<ExtensionRef>, String> {
+pub(crate) fn references(
+    obj: &DynamicObject,
+    path: &[String],
+) -> Result<Vec<ExtensionRef>, String> {
     let field = path.join(".");
     let mut value = &obj.data;
     for key in path {
@@ -222,7 +225,7 @@ impl AllowList {
 
 /// Why a reference was not resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// The kind may not be an extension (not allow-listed, the base kind,
     /// cluster-scoped).
     NotAllowed,
@@ -234,7 +237,7 @@ pub enum Problem {
 
 impl Problem {
     /// The condition reason.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             Self::NotAllowed => "ExtensionNotAllowed",
             Self::KindNotServed => "ExtensionKindNotServed",
@@ -245,7 +248,7 @@ impl Problem {
 
 /// What [`Extensions::resolve`] found.
 #[derive(Debug, Default)]
-pub struct Resolution {
+pub(crate) struct Resolution {
     /// Extensions that exist, in reference order.
     pub found: Vec<DynamicObject>,
     /// One message per reference that could not be resolved.
@@ -257,7 +260,7 @@ pub struct Resolution {
 
 impl Resolution {
     /// The `ExtensionsResolved` condition this resolution amounts to.
-    pub fn condition(&self) -> Condition {
+    pub(crate) fn condition(&self) -> Condition {
         if let Some((first, _)) = self.problems.first() {
             let messages: Vec<&str> = self.problems.iter().map(|(_, m)| m.as_str()).collect();
             Condition::new(
@@ -286,12 +289,12 @@ impl Resolution {
 type BaseRef = ObjectRef<DynamicObject>;
 
 /// Resolves and watches extensions. Shared by all reconciles.
-pub struct Extensions {
+pub(crate) struct Extensions {
     client: Client,
     namespace: Option<String>,
     base: ApiResource,
     allowed: AllowList,
-    metrics: Metrics,
+    metrics: ReconcileMetrics,
     kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, Scope)>>,
     watches: Mutex<HashMap<(String, String), Arc<KindWatch>>>,
     seen: Mutex<SeenTable<BaseRef>>,
@@ -310,12 +313,12 @@ impl Extensions {
     /// Resolves extensions of the `allowed` kinds for bases of kind `base`,
     /// watching in `namespace` (all namespaces when `None`). Base objects to
     /// reconcile are sent to `trigger`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         base: ApiResource,
         namespace: Option<String>,
         allowed: AllowList,
-        metrics: Metrics,
+        metrics: ReconcileMetrics,
         trigger: mpsc::UnboundedSender<BaseRef>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -334,7 +337,7 @@ impl Extensions {
     /// Reads every referenced extension of `base` from the watch caches,
     /// and records what `base` was given, so that any other version of them
     /// reconciles it.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         self: &Arc<Self>,
         base: &DynamicObject,
         refs: &[ExtensionRef],
@@ -414,7 +417,7 @@ impl Extensions {
     }
 
     /// Forgets a deleted base.
-    pub fn forget(&self, base: &DynamicObject) {
+    pub(crate) fn forget(&self, base: &DynamicObject) {
         let base_ref = ObjectRef::from_obj_with(base, self.base.clone());
         self.seen
             .lock()
@@ -423,7 +426,7 @@ impl Extensions {
     }
 
     /// How to reach `ext` (as discovered when it was resolved).
-    pub fn api_resource(&self, ext: &DynamicObject) -> ApiResource {
+    pub(crate) fn api_resource(&self, ext: &DynamicObject) -> ApiResource {
         let types = ext.types.clone().unwrap_or_default();
         let (group, version) = types
             .api_version

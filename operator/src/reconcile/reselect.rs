@@ -27,45 +27,42 @@
 //!   with a Warning Event that says it has no effect.
 
 use kube::ResourceExt;
-use kube::api::{DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use serde_json::json;
-use std::time::Duration;
+use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 
-use super::{
-    Context, ReconcileError, SelectionMode, finalize_on, object_key, patch_json, read_live,
-    wait_for_plugin, write_operator_status,
-};
-use crate::events::Severity;
+use super::finalize::finalize_on;
+use super::settings::SelectionMode;
+use super::wait::wait_for_plugin;
+use super::{Backend, Core, Outcome, ReconcileError, plan, write};
 use crate::selection::{self, Recorded, Selection};
-use crate::status::{self, Condition, OperatorConditions, types};
+use crate::status::{Condition, OperatorConditions, types};
 use crate::waiting::Need;
 
 /// The annotation that asks for a new choice of implementation.
 pub const RESELECT: &str = "kplug.io/reselect";
 
 /// Whether `obj` asks to be moved.
-pub fn requested(obj: &DynamicObject) -> bool {
+pub(crate) fn requested(obj: &DynamicObject) -> bool {
     obj.annotations().contains_key(RESELECT)
 }
 
 /// Moves `obj` off its recorded implementation (see the module docs).
 /// `None` when the live object no longer asks for it: reconcile as usual.
-pub(super) async fn reselect(
+pub(super) async fn reselect<B: Backend>(
     obj: &DynamicObject,
-    ctx: &Context,
-) -> Result<Option<Action>, ReconcileError> {
-    let live = read_live(obj, ctx, "reading the object before moving it").await?;
+    core: &Core<B>,
+) -> Result<Option<Outcome>, ReconcileError> {
+    let live = write::read_live(obj, core, "reading the object before moving it").await?;
     let Some(live) = live.filter(|l| l.uid() == obj.uid() && requested(l)) else {
         return Ok(None);
     };
     let recorded = Recorded::of(&live);
-    let (recorded, all) = match (ctx.settings.selection, recorded) {
+    let (recorded, all) = match (core.settings.selection, recorded) {
         (SelectionMode::All, _) => (None, true),
         (SelectionMode::Preferred, recorded) => (recorded, false),
     };
     if let Some(recorded) = &recorded {
-        let candidates = ctx.registry.candidates(&ctx.target.group_kind());
+        let candidates = core.backend.candidates(&core.kind());
         let target = match selection::select(Some(recorded), None, &candidates) {
             Selection::Chosen { candidate, .. } => candidate,
             _ => {
@@ -73,28 +70,19 @@ pub(super) async fn reselect(
                     "cannot move to another implementation yet: {} has no ready plugin to clean up with Finalize first; waiting for it (to give up the move, remove the annotation {RESELECT})",
                     recorded.implementation
                 );
-                let need = Need::Recorded(recorded.clone());
-                return wait_for_plugin(&live, ctx, need, "PluginUnavailable", message)
-                    .await
-                    .map(Some);
+                let wait = plan::Wait {
+                    need: Need::Recorded(recorded.clone()),
+                    reason: "PluginUnavailable",
+                    message,
+                };
+                return wait_for_plugin(&live, core, wait).await.map(Some);
             }
         };
-        if let Some(action) = finalize_on(&live, ctx, std::slice::from_ref(&target)).await? {
-            return Ok(Some(action));
+        if let Some(outcome) = finalize_on(&live, core, std::slice::from_ref(&target)).await? {
+            return Ok(Some(outcome));
         }
         // The old plugin's fields go with its field manager's empty apply.
-        ctx.api(&live)
-            .patch_status(
-                &live.name_any(),
-                &PatchParams::apply(&status::plugin_manager(&target.plugin)).force(),
-                &Patch::Apply(status::apply_body(&live, json!({}))),
-            )
-            .await
-            .map_err(|source| ReconcileError::Write {
-                what: "removing the old plugin's status",
-                object: object_key(&live),
-                source,
-            })?;
+        write::clear_plugin_status(&live, core, &target.plugin).await?;
         let conditions = OperatorConditions {
             plugin_available: Condition::unknown(
                 types::PLUGIN_AVAILABLE,
@@ -108,19 +96,19 @@ pub(super) async fn reselect(
             ),
             reconciled: Condition::unknown(types::RECONCILED, "Pending", "choosing again"),
         };
-        write_operator_status(&live, ctx, None, &conditions, &[]).await?;
+        write::operator_status(&live, core, None, &conditions, &[]).await?;
     }
-    remove_annotation(&live, ctx).await?;
+    write::remove_reselect(&live, core).await?;
     let (severity, reason, message) = match (&recorded, all) {
         (_, true) => (
-            Severity::Warning,
+            EventType::Warning,
             "ReselectIgnored",
             format!(
                 "{RESELECT} has no effect with --selection all (every plugin is called); removed"
             ),
         ),
         (Some(recorded), false) => (
-            Severity::Normal,
+            EventType::Normal,
             "Reselected",
             format!(
                 "left {}{} after its clean-up; choosing the implementation again",
@@ -133,30 +121,11 @@ pub(super) async fn reselect(
             ),
         ),
         (None, false) => (
-            Severity::Normal,
+            EventType::Normal,
             "Reselected",
             "no implementation was recorded yet; choosing one".to_owned(),
         ),
     };
-    ctx.events
-        .publish(
-            &status::reference(&live),
-            severity,
-            reason,
-            "Reselect",
-            message,
-        )
-        .await;
-    Ok(Some(Action::requeue(Duration::ZERO)))
-}
-
-/// Removes the annotation, only if it is still there (a `test` first).
-async fn remove_annotation(obj: &DynamicObject, ctx: &Context) -> Result<(), ReconcileError> {
-    let path = format!("/metadata/annotations/{}", RESELECT.replace('/', "~1"));
-    let value = obj.annotations().get(RESELECT).cloned().unwrap_or_default();
-    let patch = json!([
-        { "op": "test", "path": path, "value": value },
-        { "op": "remove", "path": path },
-    ]);
-    patch_json(obj, ctx, patch, "removing the reselect annotation").await
+    write::event(core, &live, severity, reason, "Reselect", message).await;
+    Ok(Some(Outcome::Reselected))
 }

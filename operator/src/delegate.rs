@@ -1,0 +1,361 @@
+//! [`Delegate`]: the reconcile of one kind, delegated to plugins, for a
+//! kube-runtime [`Controller`](kube::runtime::Controller) of your own.
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use kube::api::DynamicObject;
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::Action;
+use kube::runtime::events::Reporter;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::backoff::{Backoff, FailureTracker};
+use crate::events::Events;
+use crate::extensions::{AllowList, Extensions};
+use crate::metrics::ReconcileMetrics;
+use crate::reconcile::{self, Core, Live, ReconcileError, Settings};
+use crate::registry::Registry;
+use crate::share::Shares;
+use crate::target::Target;
+use crate::waiting::{Wakeups, wake_on_changes};
+
+type Wake = ObjectRef<DynamicObject>;
+
+/// Reconciles objects of one kind `K` by delegating to the plugins of a
+/// [`Registry`]: picks an implementation, resolves the extensions, calls the
+/// plugin and writes its answer to the status. Build it with
+/// [`Delegate::builder`] and run it in a kube-runtime `Controller`, around
+/// steps of your own.
+///
+/// # Expected flow
+/// 1. [`Delegate::builder`] … [`DelegateBuilder::build`] checks that the
+///    API server serves `K` with a `/status` subresource, and the
+///    extension kinds.
+/// 2. Your `Controller` calls your reconcile function, which calls
+///    [`Delegate::reconcile`] (after steps of your own, or instead of it
+///    for objects you handle yourself), and [`Delegate::error_policy`] on
+///    its errors.
+/// 3. [`Delegate::wakeups`] goes to `Controller::reconcile_on`: objects
+///    waiting for a plugin that registered, or whose extensions changed.
+///
+/// # Guarantees
+/// - The choice of implementation is recorded in `status.implementation`
+///   before a plugin is first called, and sticks.
+/// - The finalizer is added before a plugin is first called; `Finalize`
+///   runs on the recorded implementation before the object goes.
+/// - Every failure ends in the object's conditions (`Ready`,
+///   `PluginAvailable`, `ExtensionsResolved`, `Reconciled`), and the ones a
+///   person must act on in a Warning Event.
+/// - A plugin's share of concurrent reconciles is bounded, so a hung plugin
+///   cannot take every worker.
+///
+/// # Caveats
+/// - `Controller::new` reconciles on every change, including the status
+///   the delegate writes; the plugin is then called once more per change.
+///   [`Delegate::wants`] tells which changes matter (see `run.rs`, which
+///   filters with it).
+/// - One `Delegate` per kind and per process: the status it writes is
+///   owned by its field manager ([`Settings::field_manager`]).
+///
+/// # Errors
+/// [`Delegate::reconcile`] fails only when the API server refuses a read or
+/// a write ([`ReconcileError`]); a plugin's failure is an outcome, written
+/// to the object, not an error.
+pub struct Delegate<K: Resource> {
+    core: Arc<Core<Live>>,
+    dyntype: K::DynamicType,
+    wake: mpsc::UnboundedSender<Wake>,
+    woken: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Wake>>>,
+    registry: Registry,
+}
+
+impl<K: Resource> Debug for Delegate<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delegate")
+            .field("kind", &self.core.target.display())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Delegate<K>
+where
+    K: Resource + Clone + Serialize + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    /// A builder for a delegate of the typed kind `K`, e.g. your own
+    /// `#[derive(CustomResource)]` type.
+    pub fn builder(client: kube::Client, registry: &Registry) -> DelegateBuilder<K> {
+        Self::builder_with(client, registry, K::DynamicType::default())
+    }
+}
+
+impl<K> Delegate<K>
+where
+    K: Resource + Clone + Serialize + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    /// A builder for a delegate of `K` described by `dyntype` (for
+    /// [`DynamicObject`], the kind's [`ApiResource`]).
+    pub fn builder_with(
+        client: kube::Client,
+        registry: &Registry,
+        dyntype: K::DynamicType,
+    ) -> DelegateBuilder<K> {
+        DelegateBuilder {
+            client,
+            registry: registry.clone(),
+            dyntype,
+            reporter: Reporter::from("kplug-operator"),
+            metrics: None,
+            settings: Settings::default(),
+            extension_kinds: AllowList::default(),
+            namespace: None,
+            max_reconciles_per_plugin: 6,
+        }
+    }
+
+    /// Reconciles `obj`: see the type's docs. Returns when to look again.
+    ///
+    /// # Errors
+    /// [`ReconcileError`] when the API server refuses a read or a write.
+    pub async fn reconcile(&self, obj: Arc<K>) -> Result<Action, ReconcileError> {
+        let obj = self.to_dynamic(&obj)?;
+        reconcile::reconcile(&obj, &self.core).await
+    }
+
+    /// What to do after a [`ReconcileError`]: back off, per object.
+    pub fn error_policy(&self, obj: Arc<K>, _error: &ReconcileError) -> Action {
+        let uid = obj.uid().unwrap_or_default();
+        Action::requeue(self.core.failures.failed(&uid))
+    }
+
+    /// Whether a change of `obj` seen on a watch needs a reconcile: a
+    /// change of anything but the status the delegate wrote last (its own
+    /// writes would otherwise wake the object again), or a request to move
+    /// it to another implementation.
+    pub fn wants(&self, obj: &K) -> bool {
+        self.to_dynamic(obj)
+            .is_ok_and(|obj| self.core.written.wakes(&obj) || reconcile::reselect_requested(&obj))
+    }
+
+    /// The objects to reconcile because of a plugin or an extension, for
+    /// `Controller::reconcile_on`: objects waiting for a plugin that is now
+    /// ready, recorded on a plugin that left for good, or whose extensions
+    /// changed. `store` is the controller's cache (`Controller::store`).
+    ///
+    /// Follows the registry while the stream lives; call it once per
+    /// `Controller`.
+    pub fn wakeups(&self, store: Store<K>) -> impl Stream<Item = ObjectRef<K>> + Send + 'static {
+        let core = Arc::clone(&self.core);
+        let dyntype = self.dyntype.clone();
+        let snapshot = {
+            let dyntype = self.dyntype.clone();
+            move || {
+                store
+                    .state()
+                    .iter()
+                    .filter_map(|obj| to_dynamic(obj.as_ref(), &dyntype).ok())
+                    .collect()
+            }
+        };
+        let follower = tokio::spawn(wake_on_changes(Wakeups {
+            registry: self.registry.clone(),
+            waiting: Arc::clone(&core.waiting),
+            kind: core.target.group_kind(),
+            api_resource: core.target.api_resource.clone(),
+            snapshot: Arc::new(snapshot),
+            grace: self.registry.config().heartbeat_ttl,
+            wake: self.wake.clone(),
+        }));
+        // Stops following the registry when the stream is dropped (a
+        // Controller that stops, a lost leader term).
+        let guard = AbortOnDrop(follower);
+        futures::stream::unfold(
+            (guard, Arc::clone(&self.woken), dyntype),
+            |(guard, woken, dyntype)| async move {
+                let next = woken.lock().await.recv().await?;
+                let mut object = ObjectRef::<K>::new_with(&next.name, dyntype.clone());
+                if let Some(namespace) = &next.namespace {
+                    object = object.within(namespace);
+                }
+                Some((object, (guard, woken, dyntype)))
+            },
+        )
+    }
+
+    /// Forgets what the last term knew: a new leader reconciles every
+    /// object once, and each records its needs again.
+    pub(crate) fn new_term(&self) {
+        self.core.written.clear();
+        self.core.waiting.clear();
+    }
+
+    fn to_dynamic(&self, obj: &K) -> Result<DynamicObject, ReconcileError> {
+        to_dynamic(obj, &self.dyntype)
+    }
+}
+
+/// `obj` as a [`DynamicObject`] with its `apiVersion` and `kind`.
+fn to_dynamic<K>(obj: &K, dyntype: &K::DynamicType) -> Result<DynamicObject, ReconcileError>
+where
+    K: Resource + Serialize + 'static,
+{
+    if let Some(obj) = (obj as &dyn Any).downcast_ref::<DynamicObject>() {
+        return Ok(obj.clone());
+    }
+    let mut dynamic: DynamicObject = serde_json::to_value(obj)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            ReconcileError::of(
+                "encoding the object",
+                obj.name_any(),
+                kube::Error::SerdeError(e),
+            )
+        })?;
+    if dynamic.types.is_none() {
+        dynamic.types = Some(kube::api::TypeMeta {
+            api_version: K::api_version(dyntype).into_owned(),
+            kind: K::kind(dyntype).into_owned(),
+        });
+    }
+    Ok(dynamic)
+}
+
+/// Builds a [`Delegate`]; see [`Delegate::builder`].
+#[must_use = "a builder does nothing until .build()"]
+pub struct DelegateBuilder<K: Resource> {
+    client: kube::Client,
+    registry: Registry,
+    dyntype: K::DynamicType,
+    reporter: Reporter,
+    metrics: Option<ReconcileMetrics>,
+    settings: Settings,
+    extension_kinds: AllowList,
+    namespace: Option<String>,
+    max_reconciles_per_plugin: u16,
+}
+
+impl<K> DelegateBuilder<K>
+where
+    K: Resource + Clone + Serialize + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    /// Who reports the Events (default `kplug-operator`); a plugin's own
+    /// Events are reported as `<controller>/<plugin>`.
+    pub fn reporter(mut self, reporter: Reporter) -> Self {
+        self.reporter = reporter;
+        self
+    }
+
+    /// Registers the delegate's metrics (`kplug_reconcile_total`,
+    /// `kplug_extension_watches`) in `registry`.
+    pub fn metrics(mut self, registry: &mut prometheus_client::registry::Registry) -> Self {
+        self.metrics = Some(ReconcileMetrics::register(registry));
+        self
+    }
+
+    /// Selection, fields, finalizer, field manager and resync period.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The extension kinds objects may reference (none by default).
+    pub fn extension_kinds(mut self, kinds: AllowList) -> Self {
+        self.extension_kinds = kinds;
+        self
+    }
+
+    /// Watch extensions in this namespace only (all by default); match the
+    /// namespace your `Controller` watches.
+    pub fn namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    /// Reconciles one plugin may have in progress (default 6). Keep it
+    /// below your `Controller`'s concurrency, so that a plugin that hangs
+    /// cannot take every worker.
+    pub fn max_reconciles_per_plugin(mut self, max: u16) -> Self {
+        self.max_reconciles_per_plugin = max;
+        self
+    }
+
+    /// Checks the kind and the extension kinds on the API server, and
+    /// builds the delegate.
+    ///
+    /// # Errors
+    /// [`crate::Error::Resource`] when `K` is not served or has no
+    /// `/status` subresource, and [`crate::Error::Config`] when an
+    /// extension kind is not served.
+    pub async fn build(self) -> Result<Delegate<K>, crate::Error> {
+        let gvk = GroupVersionKind::gvk(
+            &K::group(&self.dyntype),
+            &K::version(&self.dyntype),
+            &K::kind(&self.dyntype),
+        );
+        let target = Target::discover(&self.client, &gvk).await?;
+        self.extension_kinds.check_served(&self.client).await?;
+        let metrics = self
+            .metrics
+            .unwrap_or_else(|| ReconcileMetrics::register(&mut Default::default()));
+        let (wake, woken) = mpsc::unbounded_channel();
+        let extensions = Extensions::new(
+            self.client.clone(),
+            target.api_resource.clone(),
+            self.namespace,
+            self.extension_kinds,
+            metrics.clone(),
+            wake.clone(),
+        );
+        let core = Core {
+            events: Events::new(self.client.clone(), self.reporter, None),
+            client: self.client,
+            target,
+            backend: Live {
+                registry: self.registry.clone(),
+                extensions,
+            },
+            metrics,
+            settings: self.settings,
+            failures: FailureTracker::new(Backoff::new(
+                Duration::from_millis(500),
+                Duration::from_secs(300),
+            )),
+            waiting: Arc::default(),
+            shares: Shares::new(self.max_reconciles_per_plugin.into()),
+            written: Arc::default(),
+        };
+        Ok(Delegate {
+            core: Arc::new(core),
+            dyntype: self.dyntype,
+            wake,
+            woken: Arc::new(tokio::sync::Mutex::new(woken)),
+            registry: self.registry,
+        })
+    }
+}
+
+impl<K: Resource> Debug for DelegateBuilder<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegateBuilder")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,218 @@
+//! Calling one plugin for one object: the request (the base and the
+//! extensions its offer declared), the call, the checks of the answer, and
+//! the plugin's part of the status. Every way it can end is an [`Outcome`].
+
+use kplug_proto::v1::{self, Capability, FinalizeRequest, GroupKind, ReconcileRequest};
+use kube::api::DynamicObject;
+use kube::core::GroupVersionKind;
+
+use super::outcome::{Call, DEFAULT_RETRY};
+use super::{Backend, Core, Outcome, write};
+use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::selection::Candidate;
+use crate::status::{self, Checked, Condition};
+
+/// One call's outcome, and the conditions the plugin reported with it.
+pub(super) struct Called {
+    pub(super) outcome: Outcome,
+    pub(super) conditions: Vec<Condition>,
+}
+
+impl From<Outcome> for Called {
+    fn from(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            conditions: Vec::new(),
+        }
+    }
+}
+
+/// What a plugin is sent about `obj`.
+struct Sent {
+    /// The extensions of the kinds the plugin's offer declared.
+    extensions: Vec<DynamicObject>,
+    /// The base object, as JSON.
+    object_json: Vec<u8>,
+    /// The extensions, as JSON.
+    extensions_json: Vec<Vec<u8>>,
+}
+
+impl Sent {
+    fn new(
+        obj: &DynamicObject,
+        instance: &PluginInstance,
+        base: &GroupKind,
+        implementation: &str,
+        found: &[DynamicObject],
+    ) -> Self {
+        let extensions = extensions_for(instance, base, implementation, found);
+        // Serializing a DynamicObject cannot fail.
+        let json = |o: &DynamicObject| serde_json::to_vec(o).unwrap_or_default();
+        Self {
+            object_json: json(obj),
+            extensions_json: extensions.iter().map(json).collect(),
+            extensions,
+        }
+    }
+}
+
+/// The extensions in `found` of the kinds `instance` declared for
+/// `implementation` of `base`; only those are sent.
+fn extensions_for(
+    instance: &PluginInstance,
+    base: &GroupKind,
+    implementation: &str,
+    found: &[DynamicObject],
+) -> Vec<DynamicObject> {
+    let Some(offer) = instance.offer(base, implementation) else {
+        return Vec::new();
+    };
+    found
+        .iter()
+        .filter(|o| {
+            let Some(gvk) = o
+                .types
+                .as_ref()
+                .and_then(|t| GroupVersionKind::try_from(t).ok())
+            else {
+                return false;
+            };
+            let gk = GroupKind {
+                group: gvk.group,
+                kind: gvk.kind,
+            };
+            offer.extensions.iter().any(|e| same_kind(e, &gk))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Calls `Reconcile` on `candidate` and writes the plugin's part of the
+/// status when its answer is valid.
+pub(super) async fn reconcile<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    candidate: &Candidate,
+    found: &[DynamicObject],
+) -> Called {
+    let call = Call::Reconcile;
+    let plugin = &candidate.plugin;
+    let Some(instance) = core.backend.plugin(plugin) else {
+        let error = CallError::Gone {
+            plugin: plugin.clone(),
+        };
+        return Outcome::CallFailed { call, error }.into();
+    };
+    let label = instance.label();
+    if !instance.has(Capability::Reconcile) {
+        return Outcome::NotSupported { plugin: label }.into();
+    }
+    let sent = Sent::new(
+        obj,
+        &instance,
+        &core.kind(),
+        &candidate.implementation,
+        found,
+    );
+    let request = ReconcileRequest {
+        implementation: candidate.implementation.clone(),
+        object: sent.object_json,
+        extensions: sent.extensions_json,
+    };
+    let response = match core.backend.reconcile(plugin, request).await {
+        Ok(response) => response,
+        Err(error) => return Outcome::CallFailed { call, error }.into(),
+    };
+    let checked = match status::check_reconcile(response, obj, &sent.extensions) {
+        Ok(checked) => checked,
+        Err(problem) => {
+            return Outcome::Invalid {
+                call,
+                plugin: label,
+                problem,
+            }
+            .into();
+        }
+    };
+    // The API server has the last word on the plugin's part (its schema,
+    // etcd's size limit). If it refuses, the operator's own conditions still
+    // go out, at this generation, saying why.
+    if let Err(error) = write::plugin_status(obj, core, plugin, &checked).await {
+        return Outcome::StatusRefused {
+            plugin: label,
+            what: error.what(),
+            message: error.api_message(),
+        }
+        .into();
+    }
+    write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
+    let outcome = answered(call, label, &checked);
+    Called {
+        outcome,
+        conditions: checked.conditions,
+    }
+}
+
+/// Calls `Finalize` on `instance` for `candidate`'s implementation.
+pub(super) async fn finalize<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    instance: &PluginInstance,
+    candidate: &Candidate,
+    found: &[DynamicObject],
+) -> Outcome {
+    let call = Call::Finalize;
+    let sent = Sent::new(
+        obj,
+        instance,
+        &core.kind(),
+        &candidate.implementation,
+        found,
+    );
+    let request = FinalizeRequest {
+        implementation: candidate.implementation.clone(),
+        object: sent.object_json,
+        extensions: sent.extensions_json,
+    };
+    let response = match core.backend.finalize(&candidate.plugin, request).await {
+        Ok(response) => response,
+        Err(error) => return Outcome::CallFailed { call, error },
+    };
+    let label = instance.label();
+    let checked = match status::check_finalize(response, obj, &sent.extensions) {
+        Ok(checked) => checked,
+        Err(problem) => {
+            return Outcome::Invalid {
+                call,
+                plugin: label,
+                problem,
+            };
+        }
+    };
+    write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
+    answered(call, label, &checked)
+}
+
+/// What a valid answer of plugin `label` amounts to.
+fn answered(call: Call, plugin: String, checked: &Checked) -> Outcome {
+    let message = checked.message.clone();
+    match checked.outcome {
+        v1::Outcome::Ok => Outcome::Done {
+            call,
+            plugin,
+            message,
+        },
+        v1::Outcome::Retry => Outcome::Retry {
+            call,
+            plugin,
+            message,
+            after: checked.retry_after.unwrap_or(DEFAULT_RETRY),
+        },
+        // check_* refuse an unspecified outcome.
+        v1::Outcome::Failed | v1::Outcome::Unspecified => Outcome::Failed {
+            call,
+            plugin,
+            message,
+        },
+    }
+}

@@ -1,0 +1,96 @@
+//! Cleaning up before an object goes: `Finalize` on the recorded
+//! implementation's plugin, then the finalizer is removed. Also the first
+//! half of a move to another implementation ([`super::reselect`]).
+
+use kplug_proto::v1::Capability;
+use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
+
+use super::apply::resolve;
+use super::plan::{self, FinalizePlan, Known};
+use super::wait::wait_for_plugin;
+use super::{Backend, Core, Outcome, ReconcileError, call, write};
+use crate::selection::{Candidate, Recorded};
+use crate::status::{Condition, OperatorConditions, types};
+
+/// Finalizes `obj`, which is being deleted.
+pub(super) async fn finalize<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+) -> Result<Outcome, ReconcileError> {
+    let known = Known::read(core);
+    let targets = match plan::finalize(&known.inputs(obj, &core.settings)) {
+        FinalizePlan::Release => {
+            forget(obj, core);
+            core.written.forget(obj);
+            return Ok(Outcome::Vanished);
+        }
+        FinalizePlan::Wait(wait) => return wait_for_plugin(obj, core, wait).await,
+        FinalizePlan::Call(targets) => targets,
+    };
+    if let Some(outcome) = finalize_on(obj, core, &targets).await? {
+        return Ok(outcome);
+    }
+    write::remove_finalizer(obj, core).await?;
+    forget(obj, core);
+    let note = "clean-up done; the object can go";
+    write::event(core, obj, EventType::Normal, "Finalized", "Finalize", note).await;
+    Ok(Outcome::Finalized)
+}
+
+fn forget<B: Backend>(obj: &DynamicObject, core: &Core<B>) {
+    core.backend.forget(obj);
+    core.waiting.done(&core.object_ref(obj));
+}
+
+/// Calls Finalize on each of `targets` that has the capability. `None`
+/// when every one is done; else the outcome to wait on (retry, backoff,
+/// a place in a plugin's share), with the conditions already written.
+pub(super) async fn finalize_on<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    targets: &[Candidate],
+) -> Result<Option<Outcome>, ReconcileError> {
+    // Finalize gets the same extensions Reconcile would; the end of a
+    // watch's first list wakes the object. A malformed reference sends none.
+    let (resolution, _) = resolve(obj, core).await;
+    if !resolution.waiting.is_empty() {
+        return Ok(Some(Outcome::WaitingForExtensions));
+    }
+    for candidate in targets {
+        let Some(instance) = core.backend.plugin(&candidate.plugin) else {
+            continue;
+        };
+        let Some(_place) = core.shares.try_take(&candidate.plugin) else {
+            return Ok(Some(Outcome::Busy));
+        };
+        if !instance.has(Capability::Finalize) {
+            continue;
+        }
+        let outcome = call::finalize(obj, core, &instance, candidate, &resolution.found).await;
+        if let Outcome::Done { .. } = outcome {
+            continue;
+        }
+        if let Some((type_, reason, action, note)) = outcome.event() {
+            write::event(core, obj, type_, reason, action, note).await;
+        }
+        let conditions = OperatorConditions {
+            plugin_available: Condition::new(
+                types::PLUGIN_AVAILABLE,
+                true,
+                "PluginReady",
+                "finalizing",
+            ),
+            extensions_resolved: Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                true,
+                "Resolved",
+                "finalizing",
+            ),
+            reconciled: outcome.condition(),
+        };
+        write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
+        return Ok(Some(outcome));
+    }
+    Ok(None)
+}

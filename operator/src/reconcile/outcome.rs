@@ -1,0 +1,346 @@
+//! What a reconcile came to, and the one place that says what each outcome
+//! means for the object: its `Reconciled` condition, the Warning Event, the
+//! metric label and when to look at it again.
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use crate::backoff::FailureTracker;
+use crate::plugin::CallError;
+use crate::share::BUSY_REQUEUE;
+use crate::status::{Condition, types};
+
+/// How soon an object whose cached copy is behind the API server is looked
+/// at again.
+pub(crate) const STALE_REQUEUE: Duration = Duration::from_millis(200);
+
+/// How soon a plugin's RETRY is honoured when it gives no delay.
+pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(10);
+
+/// The call an outcome comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    Reconcile,
+    Finalize,
+}
+
+impl Call {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Reconcile => "Reconcile",
+            Self::Finalize => "Finalize",
+        }
+    }
+}
+
+/// What one reconcile (or one call in it) came to.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The plugin answered OK. `plugin` is its label (`name version`).
+    Done {
+        call: Call,
+        plugin: String,
+        message: String,
+    },
+    /// The plugin answered RETRY.
+    Retry {
+        call: Call,
+        plugin: String,
+        message: String,
+        after: Duration,
+    },
+    /// The plugin answered FAILED.
+    Failed {
+        call: Call,
+        plugin: String,
+        message: String,
+    },
+    /// The call produced no answer (timeout, unreachable, gRPC error, too
+    /// large, plugin gone).
+    CallFailed { call: Call, error: CallError },
+    /// The plugin's answer broke the protocol; nothing of it was used.
+    Invalid {
+        call: Call,
+        plugin: String,
+        problem: String,
+    },
+    /// The API server refused the plugin's status.
+    StatusRefused {
+        plugin: String,
+        what: &'static str,
+        message: String,
+    },
+    /// The chosen plugin does not advertise Reconcile.
+    NotSupported { plugin: String },
+    /// Several plugins were called (`--selection all`), in order.
+    All(Vec<Outcome>),
+    /// Waiting for a plugin; the registry wakes the object.
+    WaitingForPlugin,
+    /// A plugin became ready while the wait was being recorded: look again
+    /// at once.
+    Woken,
+    /// A plugin became ready while the wait was being recorded, and a
+    /// wake-up has queued the object already.
+    Queued,
+    /// Waiting for extensions; their watches wake the object.
+    WaitingForExtensions,
+    /// The plugin's share of the workers is taken.
+    Busy,
+    /// The cache is behind the API server.
+    Stale,
+    /// The object is gone, being deleted or replaced: its own event
+    /// reconciles it.
+    Vanished,
+    /// The object was moved off its implementation: choose again at once.
+    Reselected,
+    /// Clean-up done and the finalizer removed.
+    Finalized,
+}
+
+impl Outcome {
+    /// The `Reconciled` condition for this outcome.
+    pub(crate) fn condition(&self) -> Condition {
+        let failed = |reason: &str, message: String| {
+            Condition::new(types::RECONCILED, false, reason, message)
+        };
+        match self {
+            Self::Done {
+                call: Call::Reconcile,
+                plugin,
+                message,
+            } => Condition::new(
+                types::RECONCILED,
+                true,
+                "ReconcileSucceeded",
+                with_plugin(plugin, message),
+            ),
+            Self::Done {
+                call: Call::Finalize,
+                plugin,
+                message,
+            } => Condition::unknown(
+                types::RECONCILED,
+                "Finalizing",
+                with_plugin(plugin, message),
+            ),
+            Self::All(outcomes) => combine(outcomes),
+            Self::WaitingForPlugin | Self::Woken => failed(
+                "WaitingForPlugin",
+                "the plugin is called once it is available".into(),
+            ),
+            Self::WaitingForExtensions => failed(
+                "WaitingForExtensions",
+                "the plugin is not called until every referenced extension exists".into(),
+            ),
+            Self::Finalized => Condition::unknown(
+                types::RECONCILED,
+                "Finalized",
+                "clean-up done; the object can go",
+            ),
+            other => failed(other.reason(), other.message()),
+        }
+    }
+
+    /// The CamelCase reason of a call's outcome.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::Done {
+                call: Call::Reconcile,
+                ..
+            } => "ReconcileSucceeded",
+            Self::Done { .. } => "Finalizing",
+            Self::Retry {
+                call: Call::Reconcile,
+                ..
+            } => "Retrying",
+            Self::Retry { .. } => "Finalizing",
+            Self::Failed {
+                call: Call::Reconcile,
+                ..
+            } => "PluginFailed",
+            Self::Failed { .. } => "FinalizeFailed",
+            Self::CallFailed { error, .. } => error.reason(),
+            Self::Invalid { .. } => "InvalidPluginResponse",
+            Self::StatusRefused { .. } => "StatusWriteFailed",
+            Self::NotSupported { .. } => "NotSupported",
+            Self::All(_) => "Reconciled",
+            Self::WaitingForPlugin | Self::Woken => "WaitingForPlugin",
+            Self::WaitingForExtensions => "WaitingForExtensions",
+            Self::Busy => "PluginBusy",
+            Self::Stale => "CacheBehind",
+            Self::Queued => "Queued",
+            Self::Vanished => "ObjectGone",
+            Self::Reselected => "Reselected",
+            Self::Finalized => "Finalized",
+        }
+    }
+
+    /// What a person reads in the condition and the Event.
+    fn message(&self) -> String {
+        match self {
+            Self::Done {
+                plugin, message, ..
+            }
+            | Self::Retry {
+                plugin, message, ..
+            }
+            | Self::Failed {
+                plugin, message, ..
+            } => with_plugin(plugin, message),
+            Self::CallFailed { error, .. } => error.to_string(),
+            Self::Invalid {
+                call: Call::Reconcile,
+                plugin,
+                problem,
+            } => format!(
+                "plugin {plugin} returned an invalid response, nothing of it was written: {problem}"
+            ),
+            Self::Invalid {
+                call: Call::Finalize,
+                plugin,
+                problem,
+            } => format!("plugin {plugin} returned an invalid Finalize response: {problem}"),
+            Self::StatusRefused {
+                plugin,
+                what,
+                message,
+            } => format!(
+                "the API server refused plugin {plugin}'s status ({what}): {message}; nothing else of its answer was applied"
+            ),
+            Self::NotSupported { plugin } => {
+                format!("plugin {plugin} does not advertise Reconcile")
+            }
+            other => other.condition().message,
+        }
+    }
+
+    /// The Warning Event this outcome is worth, as (reason, action, note):
+    /// failures a person may have to act on. Waits publish their own.
+    pub(crate) fn event(&self) -> Option<(EventType, &'static str, &'static str, String)> {
+        let (call, reason) = match self {
+            Self::Failed {
+                call: Call::Reconcile,
+                ..
+            } => (Call::Reconcile, "ReconcileFailed"),
+            Self::Failed { call, .. }
+            | Self::CallFailed { call, .. }
+            | Self::Invalid { call, .. } => (*call, self.reason()),
+            Self::StatusRefused { .. } => (Call::Reconcile, self.reason()),
+            _ => return None,
+        };
+        Some((EventType::Warning, reason, call.name(), self.message()))
+    }
+
+    /// The `outcome` label of `kplug_reconcile_total`, if this outcome is
+    /// counted.
+    pub(crate) fn metric(&self) -> Option<&'static str> {
+        match self {
+            Self::Done {
+                call: Call::Reconcile,
+                ..
+            } => Some("ok"),
+            Self::Retry { .. } => Some("retry"),
+            Self::Failed { .. }
+            | Self::CallFailed { .. }
+            | Self::Invalid { .. }
+            | Self::StatusRefused { .. }
+            | Self::NotSupported { .. } => Some("failed"),
+            Self::All(outcomes) => outcomes
+                .iter()
+                .filter_map(Self::metric)
+                .find(|m| *m != "ok")
+                .or(Some("ok")),
+            Self::WaitingForPlugin | Self::WaitingForExtensions => Some("waiting"),
+            Self::Busy => Some("busy"),
+            Self::Finalized => Some("finalized"),
+            Self::Done { .. }
+            | Self::Woken
+            | Self::Queued
+            | Self::Stale
+            | Self::Vanished
+            | Self::Reselected => None,
+        }
+    }
+
+    /// When to look at the object again (`None`: when it changes). Counts a
+    /// failure of `uid` in `failures` for the outcomes that back off, and
+    /// forgets its failures when it succeeded.
+    pub(crate) fn requeue(
+        &self,
+        failures: &FailureTracker,
+        uid: &str,
+        resync: Duration,
+    ) -> Option<Duration> {
+        match self {
+            Self::Done {
+                call: Call::Reconcile,
+                ..
+            } => {
+                failures.reset(uid);
+                Some(resync)
+            }
+            Self::Retry { after, .. } => Some(*after),
+            Self::Failed { .. }
+            | Self::CallFailed { .. }
+            | Self::Invalid { .. }
+            | Self::StatusRefused { .. }
+            | Self::WaitingForExtensions => Some(failures.failed(uid)),
+            Self::NotSupported { .. } => Some(resync),
+            // The soonest requested requeue wins; a failure anywhere backs
+            // off, and only a full success forgets the failures.
+            Self::All(outcomes) => {
+                if outcomes.iter().all(|o| o.metric() == Some("ok")) {
+                    failures.reset(uid);
+                    return Some(resync);
+                }
+                outcomes
+                    .iter()
+                    .filter(|o| o.metric() != Some("ok"))
+                    .filter_map(|o| o.requeue(failures, uid, resync))
+                    .min()
+            }
+            Self::Woken | Self::Reselected => Some(Duration::ZERO),
+            Self::Busy => Some(BUSY_REQUEUE),
+            Self::Stale => Some(STALE_REQUEUE),
+            Self::Finalized => {
+                failures.reset(uid);
+                None
+            }
+            Self::Done { .. } | Self::WaitingForPlugin | Self::Queued | Self::Vanished => None,
+        }
+    }
+}
+
+/// Several plugins' `Reconciled` conditions as one: the first that is not
+/// true, else true with every message.
+fn combine(outcomes: &[Outcome]) -> Condition {
+    let conditions: Vec<Condition> = outcomes.iter().map(Outcome::condition).collect();
+    if let [only] = conditions.as_slice() {
+        return only.clone();
+    }
+    match conditions.iter().find(|c| !c.is_true()) {
+        Some(failing) => failing.clone(),
+        None => Condition::new(
+            types::RECONCILED,
+            true,
+            "ReconcileSucceeded",
+            conditions
+                .iter()
+                .map(|c| c.message.as_str())
+                .filter(|m| !m.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
+/// `plugin <label>: <message>`, or `plugin <label>` when the plugin said
+/// nothing.
+pub(crate) fn with_plugin(label: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("plugin {label}")
+    } else {
+        format!("plugin {label}: {message}")
+    }
+}

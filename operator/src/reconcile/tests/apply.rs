@@ -1,0 +1,431 @@
+//! Outcomes of reconciling an object that is not being deleted.
+
+use std::time::Duration;
+
+use kplug_proto::v1::{Capability, Outcome as Answer};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::{RESYNC, World, greeting, ok, recorded, with_outcome};
+use crate::plugin::CallError;
+use crate::reconcile::{SelectionMode, Settings};
+use crate::share::BUSY_REQUEUE;
+
+fn hello() -> serde_json::Value {
+    greeting(json!({"preferredImplementation": "Hello"}))
+}
+
+#[tokio::test]
+async fn no_plugin_waits_and_says_where_plugins_register() {
+    let world = World::new();
+    let action = world.reconcile(&hello()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, reason, message) = world.condition("PluginAvailable");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "NoPlugin"));
+    assert!(
+        message.contains("/var/run/kplug/registry.sock"),
+        "{message}"
+    );
+    assert_eq!(world.condition("Ready").1, "NoPlugin");
+    assert_eq!(world.events(), [("Warning".into(), "NoPlugin".into())]);
+    assert!(world.counted("waiting"));
+}
+
+#[tokio::test]
+async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
+    let world = World::new();
+    world.plugin("hello", "Hello").plugin("other", "Bonjour");
+    world
+        .core
+        .backend
+        .answer("hello", Ok(ok(json!({"greeting": "hello, world"}))));
+    let action = world.reconcile(&hello()).await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    let applies = world.api.applies();
+    // The choice, then the plugin's status, then the outcome.
+    assert_eq!(applies[0].manager, "kplug-operator");
+    assert_eq!(applies[0].status["implementation"], "Hello");
+    assert_eq!(applies[0].status["plugin"], "hello");
+    assert_eq!(applies[1].manager, "kplug-plugin-hello");
+    assert_eq!(applies[1].status, json!({"greeting": "hello, world"}));
+    let (status, reason, message) = world.condition("Reconciled");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "ReconcileSucceeded")
+    );
+    assert_eq!(message, "plugin hello 1.0.0: hello");
+    assert_eq!(world.condition("Ready").0, "True");
+    assert_eq!(
+        world.events(),
+        [("Normal".into(), "ImplementationSelected".into())]
+    );
+    let finalizer = &world.api.patches()[0].1;
+    assert_eq!(finalizer[0]["value"], json!(["kplug.io/finalizer"]));
+    assert_eq!(
+        world.core.backend.calls(),
+        [("hello".into(), "Reconcile", "Hello".into(), 0)]
+    );
+    assert!(world.counted("ok"));
+}
+
+#[tokio::test]
+async fn a_sticky_choice_whose_plugin_is_gone_waits_for_it() {
+    let world = World::new();
+    world.plugin("other", "Bonjour");
+    let obj = recorded(hello(), "Hello", "hello");
+    let action = world.reconcile(&obj).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, reason, message) = world.condition("PluginAvailable");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "PluginUnavailable")
+    );
+    assert!(message.contains("sticky"), "{message}");
+    // Not moved: the recorded choice is written again, nobody is called.
+    assert_eq!(world.operator_status()["implementation"], "Hello");
+    assert!(world.core.backend.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_preference_no_plugin_offers_is_a_warning_once() {
+    let world = World::new();
+    world.plugin("other", "Bonjour");
+    world.core.backend.answer("other", Ok(ok(json!({}))));
+    let obj = greeting(json!({"preferredImplementation": "Pyhton"}));
+    world.reconcile(&obj).await.unwrap();
+    let (status, reason, _) = world.condition("PluginAvailable");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "PreferenceNotOffered")
+    );
+    assert!(
+        world
+            .events()
+            .contains(&("Warning".into(), "PreferenceNotOffered".into()))
+    );
+    // The reason is on the object now: no second Event.
+    let mut again = recorded(obj, "Bonjour", "other");
+    again["status"]["conditions"] = world.operator_status()["conditions"].clone();
+    world.core.backend.answer("other", Ok(ok(json!({}))));
+    let before = world.events().len();
+    world.reconcile(&again).await.unwrap();
+    assert_eq!(world.events().len(), before);
+}
+
+#[tokio::test]
+async fn the_start_up_grace_waits_for_the_preferred_implementation() {
+    let world = World::new();
+    world.plugin("other", "Bonjour");
+    world.core.backend.set_grace([Some(Duration::from_secs(9))]);
+    let action = world.reconcile(&hello()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(world.condition("PluginAvailable").1, "WaitingForPreferred");
+    assert!(world.events().is_empty(), "routine: no Event");
+    // The grace ends between the plan and the wait: look again at once.
+    world
+        .core
+        .backend
+        .set_grace([Some(Duration::from_secs(1)), None]);
+    assert_eq!(
+        world.reconcile(&hello()).await.unwrap(),
+        Action::requeue(Duration::ZERO)
+    );
+}
+
+#[tokio::test]
+async fn a_wake_that_took_the_object_first_is_not_doubled() {
+    let world = World::new();
+    let waiting = std::sync::Arc::clone(&world.core.waiting);
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    // The plugin registers after the plan was made, while the wait is being
+    // recorded, and the registry's wake-up takes the object: it is queued
+    // already.
+    world.core.backend.on_candidates(move |backend| {
+        if reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 1 {
+            backend.add_plugin("hello", "Hello", &[Capability::Reconcile]);
+            let hello = crate::selection::Candidate {
+                implementation: "Hello".into(),
+                plugin: "hello".into(),
+            };
+            let woken = waiting.wake(&[hello]);
+            assert_eq!(woken.len(), 1);
+        }
+    });
+    let action = world.reconcile(&hello()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert!(
+        world.api.applies().is_empty(),
+        "nothing written: the wake reconciles it"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_extension_holds_the_call_and_says_which() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    let obj = greeting(json!({"preferredImplementation": "Hello",
+        "extensions": [{"apiVersion": "example.com/v1", "kind": "GreetingStyle", "name": "loud"}]}));
+    let action = world.reconcile(&obj).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_millis(500)));
+    let (status, reason, message) = world.condition("ExtensionsResolved");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ExtensionNotFound")
+    );
+    assert!(message.contains("GreetingStyle loud"), "{message}");
+    assert_eq!(world.condition("Reconciled").1, "WaitingForExtensions");
+    assert!(
+        world
+            .events()
+            .contains(&("Warning".into(), "ExtensionNotFound".into()))
+    );
+    assert!(world.core.backend.calls().is_empty());
+    // A watch that has not listed yet is routine: no Event.
+    world.core.backend.set_unsynced(true);
+    let before = world.events().len();
+    world
+        .reconcile(&recorded(obj, "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        world.condition("ExtensionsResolved").1,
+        "WaitingForExtensionWatch"
+    );
+    assert_eq!(world.events().len(), before);
+}
+
+#[tokio::test]
+async fn only_the_declared_extensions_are_sent() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    for (kind, name) in [("GreetingStyle", "loud"), ("GreetingColour", "red")] {
+        world.core.backend.add_extension(super::dynamic(&json!({
+            "apiVersion": "example.com/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": "default"}})));
+    }
+    let obj = greeting(json!({"preferredImplementation": "Hello", "extensions": [
+        {"apiVersion": "example.com/v1", "kind": "GreetingStyle", "name": "loud"},
+        {"apiVersion": "example.com/v1", "kind": "GreetingColour", "name": "red"}]}));
+    world.core.backend.answer("hello", Ok(ok(json!({}))));
+    world
+        .reconcile(&recorded(obj, "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        world.core.backend.calls(),
+        [("hello".into(), "Reconcile", "Hello".into(), 1)]
+    );
+}
+
+#[tokio::test]
+async fn retry_comes_back_after_the_plugins_delay() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    let mut answer = with_outcome(Answer::Retry, "database starting");
+    answer.retry_after = Some(prost_types::Duration {
+        seconds: 3,
+        nanos: 0,
+    });
+    world.core.backend.answer("hello", Ok(answer));
+    let action = world
+        .reconcile(&recorded(hello(), "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(3)));
+    let (status, reason, message) = world.condition("Reconciled");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Retrying"));
+    assert_eq!(message, "plugin hello 1.0.0: database starting");
+    assert!(world.events().is_empty());
+    assert!(world.counted("retry"));
+}
+
+#[tokio::test]
+async fn failures_back_off_and_say_why() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    let obj = recorded(hello(), "Hello", "hello");
+    let timeout = CallError::Timeout {
+        plugin: "hello".into(),
+        call: "Reconcile",
+        after: Duration::from_secs(30),
+    };
+    let cases = [
+        (
+            Ok(with_outcome(Answer::Failed, "disk full")),
+            "PluginFailed",
+            "ReconcileFailed",
+            "plugin hello 1.0.0: disk full",
+        ),
+        (
+            Err(timeout),
+            "PluginTimeout",
+            "PluginTimeout",
+            "did not answer Reconcile within 30s",
+        ),
+        (
+            Ok(ok(json!({"conditions": []}))),
+            "InvalidPluginResponse",
+            "InvalidPluginResponse",
+            "\"conditions\" belongs to the operator",
+        ),
+    ];
+    let mut delay = Duration::from_millis(500);
+    for (answer, reason, event, message) in cases {
+        world.core.backend.answer("hello", answer);
+        let action = world.reconcile(&obj).await.unwrap();
+        assert_eq!(action, Action::requeue(delay), "{reason}");
+        delay *= 2;
+        let (status, got, text) = world.condition("Reconciled");
+        assert_eq!((status.as_str(), got.as_str()), ("False", reason));
+        assert!(text.contains(message), "{text}");
+        assert_eq!(
+            world.events().last().cloned(),
+            Some(("Warning".into(), event.into()))
+        );
+    }
+    // Nothing of the invalid answer was written as the plugin.
+    assert!(
+        world
+            .api
+            .applies()
+            .iter()
+            .all(|a| a.status.get("conditions").is_none() || a.manager == "kplug-operator")
+    );
+    // A success forgets the failures.
+    world.core.backend.answer("hello", Ok(ok(json!({}))));
+    assert_eq!(
+        world.reconcile(&obj).await.unwrap(),
+        Action::requeue(RESYNC)
+    );
+    world
+        .core
+        .backend
+        .answer("hello", Ok(with_outcome(Answer::Failed, "again")));
+    assert_eq!(
+        world.reconcile(&obj).await.unwrap(),
+        Action::requeue(Duration::from_millis(500))
+    );
+}
+
+#[tokio::test]
+async fn a_status_the_api_server_refuses_is_said_on_the_object() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    world.api.refuse_status_of("kplug-plugin-hello");
+    world
+        .core
+        .backend
+        .answer("hello", Ok(ok(json!({"rows": 1}))));
+    world
+        .reconcile(&recorded(hello(), "Hello", "hello"))
+        .await
+        .unwrap();
+    let (_, reason, message) = world.condition("Reconciled");
+    assert_eq!(reason, "StatusWriteFailed");
+    assert!(message.contains("too many"), "{message}");
+    assert!(
+        world
+            .events()
+            .contains(&("Warning".into(), "StatusWriteFailed".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_without_reconcile_is_not_called() {
+    let world = World::new();
+    world
+        .core
+        .backend
+        .add_plugin("hello", "Hello", &[Capability::Finalize]);
+    let action = world
+        .reconcile(&recorded(hello(), "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert_eq!(world.condition("Reconciled").1, "NotSupported");
+    assert!(world.core.backend.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker() {
+    let world = World::with(Settings::default(), 1);
+    world.plugin("hello", "Hello");
+    let _taken = world.core.shares.try_take("hello").unwrap();
+    let action = world
+        .reconcile(&recorded(hello(), "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(BUSY_REQUEUE));
+    assert!(world.core.backend.calls().is_empty());
+    assert!(world.counted("busy"));
+}
+
+#[tokio::test]
+async fn a_cache_behind_the_api_server_calls_no_plugin() {
+    let world = World::new();
+    world.plugin("hello", "Hello").plugin("other", "Bonjour");
+    let cached = recorded(hello(), "Hello", "hello");
+    // Moved meanwhile: the live object is on another implementation.
+    world
+        .api
+        .put(super::PLURAL, &recorded(hello(), "Bonjour", "other"));
+    let action = crate::reconcile::reconcile(&super::dynamic(&cached), &world.core)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_millis(200)));
+    // Deleted meanwhile: its own event reconciles it.
+    world.api.delete(super::PLURAL, "default", "world");
+    let action = crate::reconcile::reconcile(&super::dynamic(&cached), &world.core)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    assert!(world.core.backend.calls().is_empty());
+}
+
+#[tokio::test]
+async fn with_every_plugin_the_first_failure_is_the_outcome() {
+    let settings = Settings {
+        selection: SelectionMode::All,
+        ..Settings::default()
+    };
+    let world = World::with(settings, 6);
+    world.plugin("a", "Alpha").plugin("b", "Beta");
+    world.core.backend.answer("a", Ok(ok(json!({}))));
+    world
+        .core
+        .backend
+        .answer("b", Ok(with_outcome(Answer::Failed, "no")));
+    let action = world.reconcile(&hello()).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_millis(500)));
+    assert_eq!(world.condition("Reconciled").2, "plugin b 1.0.0: no");
+    assert_eq!(world.condition("PluginAvailable").2, "a 1.0.0, b 1.0.0");
+    assert!(
+        world.operator_status().get("implementation").is_none(),
+        "nothing recorded"
+    );
+    assert!(world.counted("failed"));
+    world.core.backend.answer("a", Ok(ok(json!({}))));
+    world.core.backend.answer("b", Ok(ok(json!({}))));
+    assert_eq!(
+        world.reconcile(&hello()).await.unwrap(),
+        Action::requeue(RESYNC)
+    );
+    assert_eq!(
+        world.condition("Reconciled").2,
+        "plugin a 1.0.0: hello; plugin b 1.0.0: hello"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_operator_status_fails_the_reconcile() {
+    let world = World::new();
+    world.api.refuse_status_of("kplug-operator");
+    let error = world.reconcile(&hello()).await.unwrap_err();
+    assert_eq!(error.what(), "writing the operator's status");
+    assert!(
+        error.api_message().contains("too many"),
+        "{}",
+        error.api_message()
+    );
+    assert!(world.counted("error"));
+}
