@@ -303,9 +303,8 @@ where
         );
         let target = Target::discover(&self.client, &gvk).await?;
         self.extension_kinds.check_served(&self.client).await?;
-        let metrics = self
-            .metrics
-            .unwrap_or_else(|| ReconcileMetrics::register(&mut Default::default()));
+        // Without a registry the metrics are kept but exported nowhere.
+        let metrics = self.metrics.unwrap_or_default();
         let (wake, woken) = mpsc::unbounded_channel();
         let extensions = Extensions::new(
             self.client.clone(),

@@ -19,6 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
 
 use crate::metrics::PluginMetrics;
+use crate::selection::Candidate;
 
 /// A call to a plugin that did not produce a response.
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +141,20 @@ impl PluginInstance {
             o.base.as_ref().is_some_and(|b| same_kind(b, base))
                 && o.implementation.eq_ignore_ascii_case(implementation)
         })
+    }
+
+    /// The implementations it offers for `base`, as selection candidates.
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        base: &'a GroupKind,
+    ) -> impl Iterator<Item = Candidate> + 'a {
+        self.offers
+            .iter()
+            .filter(move |o| o.base.as_ref().is_some_and(|b| same_kind(b, base)))
+            .map(|o| Candidate {
+                implementation: o.implementation.clone(),
+                plugin: self.name.clone(),
+            })
     }
 
     /// `name version`, for conditions, Events and logs. The instance id is

@@ -53,7 +53,7 @@ use crate::connection::{Liveness, dial, liveness};
 use crate::events::Events;
 use crate::metrics::PluginMetrics;
 use crate::ownership::{NameOwners, Ownership};
-use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::plugin::{CallError, PluginInstance};
 use crate::refusal::{Refusal, check_heartbeat, check_sizes};
 use crate::selection::Candidate;
 use crate::throttle::Throttle;
@@ -253,15 +253,7 @@ impl Registry {
     pub fn candidates(&self, base: &GroupKind) -> Vec<Candidate> {
         self.ready()
             .iter()
-            .flat_map(|p| {
-                p.offers
-                    .iter()
-                    .filter(|o| o.base.as_ref().is_some_and(|b| same_kind(b, base)))
-                    .map(|o| Candidate {
-                        implementation: o.implementation.clone(),
-                        plugin: p.name.clone(),
-                    })
-            })
+            .flat_map(|p| p.candidates(base))
             .collect()
     }
 

@@ -101,44 +101,17 @@ pub(crate) enum Outcome {
 impl Outcome {
     /// The `Reconciled` condition for this outcome.
     pub(crate) fn condition(&self) -> Condition {
-        let failed = |reason: &str, message: String| {
-            Condition::new(types::RECONCILED, false, reason, message)
-        };
+        let (reason, message) = (self.reason(), self.message());
         match self {
             Self::Done {
                 call: Call::Reconcile,
-                plugin,
-                message,
-            } => Condition::new(
-                types::RECONCILED,
-                true,
-                "ReconcileSucceeded",
-                with_plugin(plugin, message),
-            ),
-            Self::Done {
-                call: Call::Finalize,
-                plugin,
-                message,
-            } => Condition::unknown(
-                types::RECONCILED,
-                "Finalizing",
-                with_plugin(plugin, message),
-            ),
+                ..
+            } => Condition::new(types::RECONCILED, true, reason, message),
             Self::All(outcomes) => combine(outcomes),
-            Self::WaitingForPlugin | Self::Woken => failed(
-                "WaitingForPlugin",
-                "the plugin is called once it is available".into(),
-            ),
-            Self::WaitingForExtensions => failed(
-                "WaitingForExtensions",
-                "the plugin is not called until every referenced extension exists".into(),
-            ),
-            Self::Finalized => Condition::unknown(
-                types::RECONCILED,
-                "Finalized",
-                "clean-up done; the object can go",
-            ),
-            other => failed(other.reason(), other.message()),
+            Self::Done { .. } | Self::Finalized => {
+                Condition::unknown(types::RECONCILED, reason, message)
+            }
+            _ => Condition::new(types::RECONCILED, false, reason, message),
         }
     }
 
@@ -165,11 +138,10 @@ impl Outcome {
             Self::StatusRefused { .. } => "StatusWriteFailed",
             Self::NotSupported { .. } => "NotSupported",
             Self::All(_) => "Reconciled",
-            Self::WaitingForPlugin | Self::Woken => "WaitingForPlugin",
+            Self::WaitingForPlugin | Self::Woken | Self::Queued => "WaitingForPlugin",
             Self::WaitingForExtensions => "WaitingForExtensions",
             Self::Busy => "PluginBusy",
             Self::Stale => "CacheBehind",
-            Self::Queued => "Queued",
             Self::Vanished => "ObjectGone",
             Self::Reselected => "Reselected",
             Self::Finalized => "Finalized",
@@ -211,7 +183,22 @@ impl Outcome {
             Self::NotSupported { plugin } => {
                 format!("plugin {plugin} does not advertise Reconcile")
             }
-            other => other.condition().message,
+            Self::All(outcomes) => combine(outcomes).message,
+            Self::WaitingForPlugin | Self::Woken | Self::Queued => {
+                "the plugin is called once it is available".into()
+            }
+            Self::WaitingForExtensions => {
+                "the plugin is not called until every referenced extension exists".into()
+            }
+            Self::Busy => {
+                "the plugin's share of the workers is taken; looking again shortly".into()
+            }
+            Self::Stale => {
+                "the cached object is behind the API server; looking again shortly".into()
+            }
+            Self::Vanished => "the object is gone or being deleted".into(),
+            Self::Reselected => "left the recorded implementation; choosing again".into(),
+            Self::Finalized => "clean-up done; the object can go".into(),
         }
     }
 

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 
 use crate::extensions::{ExtensionRef, Problem, Resolution};
-use crate::plugin::{CallError, PluginInstance, same_kind};
+use crate::plugin::{CallError, PluginInstance};
 use crate::reconcile::Backend;
 use crate::selection::Candidate;
 
@@ -143,15 +143,7 @@ impl Backend for FakeBackend {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .flat_map(|p| {
-                p.offers
-                    .iter()
-                    .filter(|o| o.base.as_ref().is_some_and(|b| same_kind(b, base)))
-                    .map(|o| Candidate {
-                        implementation: o.implementation.clone(),
-                        plugin: p.name.clone(),
-                    })
-            })
+            .flat_map(|p| p.candidates(base).collect::<Vec<_>>())
             .collect()
     }
 
