@@ -107,7 +107,9 @@ pub struct PluginInfo {
 }
 
 impl PluginInfo {
-    /// A plugin called `name` (a DNS label, e.g. `postgresql`) at `version`.
+    /// A plugin called `name` at `version`. The name is a DNS label
+    /// ([`kplug_proto::rules::validate_plugin_name`], e.g. `postgresql`),
+    /// checked when the plugin starts.
     pub fn new(name: &str, version: &str) -> Self {
         Self {
             name: name.to_owned(),
@@ -155,19 +157,6 @@ impl PluginInfo {
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
-        let n = &self.name;
-        let valid = !n.is_empty()
-            && n.len() <= 63
-            && n.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !n.starts_with('-')
-            && !n.ends_with('-');
-        if valid {
-            Ok(())
-        } else {
-            Err(crate::Error::Config(format!(
-                "plugin name {n:?} is not a DNS label (lowercase letters, digits and '-', at most 63 characters)"
-            )))
-        }
+        kplug_proto::rules::validate_plugin_name(&self.name).map_err(crate::Error::InvalidName)
     }
 }
