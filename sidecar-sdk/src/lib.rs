@@ -28,8 +28,13 @@
 //! }
 //! ```
 //!
+//! A plugin that must clean up before its objects are deleted also
+//! overrides [`Plugin::finalize`]; that alone makes the SDK advertise the
+//! FINALIZE capability, so the operator waits for it.
+//!
 //! The protocol and the behaviour every SDK shares are described in
-//! `docs/protocol.md`.
+//! `docs/protocol.md`; its rules (names, reserved keys, limits, backoff)
+//! come from [`kplug_proto::rules`] and [`kplug_proto::limits`].
 
 mod heartbeat;
 mod object;

@@ -18,7 +18,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use kplug_proto::{limits, rules};
 
-use crate::plugin::{Plugin, PluginInfo, Readiness};
+use crate::plugin::{Plugin, PluginInfo, Readiness, capabilities};
 use crate::request::Request;
 use crate::response::Response;
 use crate::{Error, heartbeat};
@@ -180,7 +180,7 @@ impl<P: Plugin> Server<P> {
             protocol: kplug_proto::PROTOCOL.into(),
             socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
-            capabilities: self.info.capabilities(),
+            capabilities: capabilities::<P>(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -370,7 +370,7 @@ impl<P: Plugin> PluginApi for Service<P> {
             version: self.info.version.clone(),
             protocol: kplug_proto::PROTOCOL.into(),
             offers: self.info.offers(),
-            capabilities: self.info.capabilities(),
+            capabilities: capabilities::<P>(),
             description: self.info.description.clone(),
         }))
     }
