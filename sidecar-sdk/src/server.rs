@@ -13,10 +13,9 @@ use kplug_proto::v1::{
     FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
     ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
 };
+use kplug_proto::{limits, rules};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
-
-use kplug_proto::{limits, rules};
 
 use crate::plugin::{Plugin, PluginInfo, Readiness, capabilities};
 use crate::request::Request;
