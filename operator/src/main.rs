@@ -35,7 +35,7 @@ struct Args {
     resource: String,
 
     /// Directory shared with the plugin containers (an emptyDir)
-    #[arg(long, env = "KPLUG_SOCKET_DIR", default_value = kplug_proto::DEFAULT_SOCKET_DIR)]
+    #[arg(long, env = kplug_proto::SOCKET_DIR_ENV, default_value = kplug_proto::DEFAULT_SOCKET_DIR)]
     socket_dir: PathBuf,
 
     /// Watch only this namespace (default: all namespaces)

@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 
 use kplug_proto::limits;
+use kplug_proto::rules::{NameError, validate_plugin_name};
 use kplug_proto::v1::{HeartbeatRequest, Offer};
 
 use crate::ownership::{Impostor, WrongUid};
@@ -17,10 +18,8 @@ use crate::plugin::CallError;
 /// Why a heartbeat was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Refusal {
-    #[error(
-        "invalid plugin name {0:?}: use a DNS label (lowercase letters, digits and '-', at most 63 characters)"
-    )]
-    Name(String),
+    #[error(transparent)]
+    Name(#[from] NameError),
     #[error("plugin {0}: instance_id is empty; send a fresh random id per process start")]
     InstanceId(String),
     #[error("plugin {name}: {field} is {got}; at most {max} are accepted")]
@@ -102,7 +101,7 @@ impl Refusal {
 /// (Its socket is checked when it is dialled, its offers' owners once
 /// `GetInfo` confirms them.)
 pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
-    validate_name(&req.name)?;
+    validate_plugin_name(&req.name)?;
     if req.instance_id.is_empty() {
         return Err(Refusal::InstanceId(req.name.clone()));
     }
@@ -172,21 +171,6 @@ pub(crate) fn check_sizes(
     }
 }
 
-fn validate_name(name: &str) -> Result<(), Refusal> {
-    let valid = !name.is_empty()
-        && name.len() <= limits::MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid {
-        Ok(())
-    } else {
-        Err(Refusal::Name(name.to_owned()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,7 +178,7 @@ mod tests {
     #[test]
     fn names_must_be_dns_labels() {
         for ok in ["postgresql", "pg-2", "a"] {
-            assert!(validate_name(ok).is_ok(), "{ok}");
+            assert!(validate_plugin_name(ok).is_ok(), "{ok}");
         }
         for bad in [
             "",
@@ -205,7 +189,18 @@ mod tests {
             "a/b",
             &"x".repeat(64),
         ] {
-            assert!(validate_name(bad).is_err(), "{bad:?}");
+            let req = HeartbeatRequest {
+                name: bad.to_owned(),
+                instance_id: "i".into(),
+                protocol: kplug_proto::PROTOCOL.into(),
+                ..HeartbeatRequest::default()
+            };
+            let refusal = check_heartbeat(&req).unwrap_err();
+            assert_eq!(refusal.reason(), "InvalidName", "{bad:?}");
+            assert!(
+                refusal.to_string().starts_with("invalid plugin name"),
+                "{refusal}"
+            );
         }
     }
 

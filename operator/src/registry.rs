@@ -883,8 +883,6 @@ impl RegistryApi for Registry {
     }
 }
 
-/// Checks that `name` is a DNS label (it becomes part of socket paths, field
-/// manager names and metric labels).
 /// The caller's UID, from the registry connection's `SO_PEERCRED`.
 fn peer_uid<T>(request: &Request<T>) -> Option<u32> {
     request

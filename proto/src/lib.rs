@@ -4,6 +4,13 @@
 //! truth, documented field by field). The operator serves [`v1::registry_server`]
 //! and calls [`v1::plugin_client`]; plugins serve [`v1::plugin_server`] and call
 //! [`v1::registry_client`].
+//!
+//! It is also the one source of the rules both sides apply: plugin names,
+//! reserved status keys and condition types, bounds, environment variables
+//! and the heartbeat backoff ([`rules`], [`limits`] and the constants
+//! below). SDKs in other languages check their copies against
+//! `sidecar-sdk/conformance/rules.json`, which a test of this crate keeps
+//! equal to this code.
 
 /// Messages and services of package `kplug.v1`.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
@@ -60,4 +67,5 @@ pub const RESERVED_CONDITION_TYPES: [&str; 4] = [
 ];
 
 pub mod limits;
+pub mod rules;
 pub mod socket;

@@ -21,6 +21,11 @@ pub const MAX_OFFERS: usize = 64;
 pub const MAX_EXTENSIONS_PER_OFFER: usize = 16;
 /// Largest message an operator accepts on `registry.sock`.
 pub const MAX_REGISTRY_MESSAGE_BYTES: usize = 256 * 1024;
+/// Largest gRPC message a plugin SDK accepts or sends on the plugin's
+/// socket (64 MiB): Kubernetes objects can be large, and gRPC's 4 MiB
+/// default would turn a big object into a transport error. The operator
+/// bounds what it decodes itself ([`DEFAULT_MAX_RESPONSE_BYTES`]).
+pub const MAX_PLUGIN_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Default largest `Reconcile`/`Finalize` response an operator decodes
 /// (operator flag `--max-response-size`). A larger one is refused before it

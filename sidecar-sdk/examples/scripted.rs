@@ -153,8 +153,7 @@ async fn main() -> Result<(), kplug_sidecar::Error> {
     });
     let info = PluginInfo::new(&name, &version)
         .description("scripted test plugin")
-        .offer(offer)
-        .with_finalize();
+        .offer(offer);
     let plugin = Scripted {
         name,
         version,

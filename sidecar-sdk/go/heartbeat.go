@@ -3,6 +3,7 @@ package kplug
 import (
 	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -21,17 +22,29 @@ import (
 // operator that restarted (and forgot the instance) simply registers it
 // again: there is no separate "register" step to redo.
 
-// backoffDelay is the wait after a failed heartbeat when failures heartbeats
-// failed before it in a row: 100 ms, doubling, capped at interval, plus up
-// to 10 % jitter (jitter in [0, 1) picks how much).
-func backoffDelay(failures int, interval time.Duration, jitter float64) time.Duration {
-	base := interval
-	if failures < 32 { // beyond that the doubling is long past any interval
-		if d := firstRetry << failures; d < interval {
-			base = d
+// backoffDelay is the protocol's wait after the attempt-th failed heartbeat
+// in a row (counting from 1; 0 counts as 1), for unit drawn uniformly from
+// [0, 1): base = min(ceiling, 100 ms × 2^(attempt−1)), shortened by
+// base × 10 % × unit. The jitter only shortens, so the wait never exceeds
+// ceiling, the heartbeat interval in force. A unit outside [0, 1] (or NaN)
+// is clamped.
+func backoffDelay(attempt int, ceiling time.Duration, unit float64) time.Duration {
+	base := time.Duration(backoffInitial)
+	for i := 1; i < attempt && base < ceiling; i++ {
+		if base > ceiling/backoffFactor { // the next step passes the ceiling (and cannot overflow)
+			base = ceiling
+			break
 		}
+		base *= backoffFactor
 	}
-	return base + time.Duration(float64(base/10)*jitter)
+	base = min(base, ceiling)
+	switch {
+	case math.IsNaN(unit) || unit < 0:
+		unit = 0
+	case unit > 1:
+		unit = 1
+	}
+	return base - time.Duration(float64(base)*backoffJitter*unit)
 }
 
 // dialUnix opens a lazy gRPC client connection to the Unix socket at path.
@@ -62,7 +75,7 @@ type heartbeater struct {
 	registryPath string
 	request      *kplugv1.HeartbeatRequest
 	logger       *slog.Logger
-	jitter       func() float64
+	randomUnit   func() float64 // uniform in [0, 1), for the backoff's jitter
 
 	interval   atomic.Int64 // time.Duration
 	registered atomic.Bool
@@ -72,7 +85,7 @@ type heartbeater struct {
 }
 
 func newHeartbeater(registryPath string, request *kplugv1.HeartbeatRequest, interval time.Duration, logger *slog.Logger) *heartbeater {
-	h := &heartbeater{registryPath: registryPath, request: request, logger: logger, jitter: rand.Float64}
+	h := &heartbeater{registryPath: registryPath, request: request, logger: logger, randomUnit: rand.Float64}
 	h.interval.Store(int64(interval))
 	return h
 }
@@ -124,8 +137,8 @@ func (h *heartbeater) run(ctx context.Context) {
 		}
 		var delay time.Duration
 		if err != nil {
-			delay = backoffDelay(failures, h.currentInterval(), h.jitter())
 			failures++
+			delay = backoffDelay(failures, h.currentInterval(), h.randomUnit())
 			h.registered.Store(false)
 			if state != stateUnreachable {
 				what, level := "lost the operator", slog.LevelWarn

@@ -1,29 +1,34 @@
 package kplug
 
 import (
+	"math"
 	"testing"
 	"time"
 )
 
 func TestBackoffDoublesFrom100msAndIsCappedAtTheInterval(t *testing.T) {
 	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
-	for failures, base := range want {
+	for i, base := range want {
+		attempt := i + 1
 		base *= time.Millisecond
-		if got := backoffDelay(failures, time.Second, 0); got != base {
-			t.Errorf("backoffDelay(%d, 1s, no jitter) = %v, want %v", failures, got, base)
+		if got := backoffDelay(attempt, time.Second, 0); got != base {
+			t.Errorf("backoffDelay(%d, 1s, no jitter) = %v, want %v", attempt, got, base)
 		}
-		// Jitter adds at most 10 %, as in the Rust SDK.
-		if got := backoffDelay(failures, time.Second, 0.999999); got < base || got > base+base/10 {
-			t.Errorf("backoffDelay(%d, 1s, max jitter) = %v, want within [%v, %v]", failures, got, base, base+base/10)
+		// Jitter shortens by at most 10 %, never lengthens (the protocol's rule).
+		if got := backoffDelay(attempt, time.Second, 0.999999); got > base || got < base-base/10 {
+			t.Errorf("backoffDelay(%d, 1s, max jitter) = %v, want within [%v, %v]", attempt, got, base-base/10, base)
 		}
 	}
 }
 
 func TestBackoffDoesNotOverflowAfterALongOutage(t *testing.T) {
-	for _, failures := range []int{31, 32, 33, 63, 64, 1000} {
-		if got := backoffDelay(failures, 5*time.Second, 0); got != 5*time.Second {
-			t.Errorf("backoffDelay(%d, 5s) = %v, want the 5s cap", failures, got)
+	for _, attempt := range []int{31, 32, 33, 63, 64, 1000, math.MaxInt} {
+		if got := backoffDelay(attempt, 5*time.Second, 0); got != 5*time.Second {
+			t.Errorf("backoffDelay(%d, 5s) = %v, want the 5s cap", attempt, got)
 		}
+	}
+	if got := backoffDelay(1000, time.Duration(math.MaxInt64), 0); got <= 0 {
+		t.Errorf("backoffDelay(1000, max) = %v: overflowed", got)
 	}
 }
 
@@ -31,9 +36,9 @@ func TestBackoffJitterIsRandomAndBounded(t *testing.T) {
 	h := newHeartbeater("unused", nil, time.Second, nil)
 	seen := map[time.Duration]bool{}
 	for range 50 {
-		d := backoffDelay(2, time.Second, h.jitter())
-		if d < 400*time.Millisecond || d > 440*time.Millisecond {
-			t.Fatalf("delay %v outside [400ms, 440ms]", d)
+		d := backoffDelay(3, time.Second, h.randomUnit())
+		if d < 360*time.Millisecond || d > 400*time.Millisecond {
+			t.Fatalf("delay %v outside [360ms, 400ms]", d)
 		}
 		seen[d] = true
 	}

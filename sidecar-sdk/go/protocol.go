@@ -3,7 +3,10 @@ package kplug
 import "time"
 
 // The protocol's fixed names and numbers, shared by every kplug SDK and the
-// operator (see docs/protocol.md in the kplug repository).
+// operator (see docs/protocol.md in the kplug repository). Their source is
+// the Rust crate kplug-proto; rules_internal_test.go checks these values
+// against sidecar-sdk/conformance/rules.json, which kplug-proto's own test
+// keeps equal to it.
 const (
 	// Protocol is the protocol this SDK speaks, sent in heartbeats and GetInfo.
 	Protocol = "kplug.v1"
@@ -44,9 +47,14 @@ const (
 	heartbeatTimeout = 2 * time.Second
 	// unregisterTimeout is the deadline of the Unregister call at shutdown.
 	unregisterTimeout = 10 * time.Second
-	// firstRetry is the first delay after a failed heartbeat; it doubles up
-	// to the interval.
-	firstRetry = 100 * time.Millisecond
+	// backoffInitial is the first wait after a failed heartbeat;
+	// backoffFactor multiplies it after each further failure in a row, up
+	// to the heartbeat interval; backoffJitter is the largest fraction by
+	// which a wait is shortened at random (never lengthened). See
+	// [backoffDelay].
+	backoffInitial = 100 * time.Millisecond
+	backoffFactor  = 2
+	backoffJitter  = 0.1
 	// maxNameLength is the longest plugin name (a DNS label).
 	maxNameLength = 63
 	// maxSocketPathBytes is what sockaddr_un.sun_path holds on Linux,

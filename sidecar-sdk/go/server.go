@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -117,7 +118,12 @@ func intervalFromEnv(plugin string) (time.Duration, error) {
 	if text == "" {
 		return DefaultHeartbeatInterval, nil
 	}
+	// A plain decimal number, as Rust's f64 parser reads it: ParseFloat
+	// alone would also take "1_0", hex ("0x1p4") and "inf".
 	seconds, err := strconv.ParseFloat(text, 64)
+	if strings.Trim(text, "0123456789.eE+-") != "" {
+		err = strconv.ErrSyntax
+	}
 	if err != nil || math.IsNaN(seconds) || seconds <= 0 || seconds > float64(math.MaxInt64)/float64(time.Second) {
 		return 0, &startupError{kind: ErrInvalidConfig, message: fmt.Sprintf(
 			"plugin %s: invalid %s=%q: the heartbeat interval is a positive number of seconds, e.g. 5 or 0.5",

@@ -239,8 +239,8 @@ func TestReregistersAfterTheOperatorRestarts(t *testing.T) {
 	}
 	for i, base := range []time.Duration{100, 200, 400, 800, 1000} {
 		base *= time.Millisecond
-		if delays[i] < base || delays[i] > base+base/10 {
-			t.Errorf("retry %d after %v, want %v plus up to 10%% jitter (all: %v)", i, delays[i], base, delays)
+		if delays[i] > base || delays[i] < base-base/10 {
+			t.Errorf("retry %d after %v, want %v less up to 10%% jitter (all: %v)", i, delays[i], base, delays)
 		}
 	}
 	if lost := buf.lines("lost the operator"); len(lost) != 1 || !strings.Contains(lost[0], "level=WARN") {

@@ -4,20 +4,18 @@ use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kplug_proto::rules::{self, HEARTBEAT_CALL_DEADLINE as CALL_DEADLINE};
 use kplug_proto::v1::HeartbeatRequest;
 use kplug_proto::v1::registry_client::RegistryClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-/// Deadline of one heartbeat call.
-const CALL_DEADLINE: Duration = Duration::from_secs(2);
-/// First retry delay after a failed heartbeat.
-const FIRST_RETRY: Duration = Duration::from_millis(100);
-
 /// Sends heartbeats until `stop` turns true: at the operator's interval
-/// while accepted, with exponential backoff (capped at the interval, up to
-/// 10 % jitter) while the operator is unreachable. An operator restart
-/// needs nothing special: the next heartbeat registers again.
+/// while accepted, with the protocol's backoff
+/// ([`kplug_proto::rules::backoff_delay`]: exponential, capped at the
+/// interval, up to 10 % shorter at random) while the operator is
+/// unreachable. An operator restart needs nothing special: the next
+/// heartbeat registers again.
 pub(crate) async fn run(
     channel: Channel,
     registry: PathBuf,
@@ -81,7 +79,7 @@ pub(crate) async fn run(
                     &registry,
                     registered,
                     failures,
-                    "no answer within 2s",
+                    &format!("no answer within {CALL_DEADLINE:?}"),
                 );
                 registered = false;
                 backoff(&mut failures, interval)
@@ -107,22 +105,18 @@ fn log_failure(
     }
 }
 
+/// The wait after one more failed heartbeat; `failures` counts them.
 fn backoff(failures: &mut u32, cap: Duration) -> Duration {
-    let base = FIRST_RETRY
-        .saturating_mul(1u32.checked_shl((*failures).min(31)).unwrap_or(u32::MAX))
-        .min(cap);
     *failures = failures.saturating_add(1);
-    base + jitter(base / 10)
+    rules::backoff_delay(*failures, cap, random_unit())
 }
 
-/// A random duration up to `max`, from the standard library's per-process
-/// random hasher keys (no RNG dependency for one number).
-fn jitter(max: Duration) -> Duration {
-    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_nanos(RandomState::new().hash_one(std::time::Instant::now()) % nanos)
+/// A number drawn uniformly from `[0, 1)`, from the standard library's
+/// per-process random hasher keys (no RNG dependency for one number).
+fn random_unit() -> f64 {
+    let bits = RandomState::new().hash_one(std::time::Instant::now()) >> 11;
+    // 53 random bits: every value is exact in an f64, and below 1.
+    (bits as f64) / ((1u64 << 53) as f64)
 }
 
 #[cfg(test)]
@@ -130,16 +124,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_caps_and_jitters_at_most_ten_percent() {
+    fn backoff_follows_the_protocol_and_never_exceeds_the_cap() {
         let cap = Duration::from_secs(1);
         let mut failures = 0;
         let delays: Vec<Duration> = (0..6).map(|_| backoff(&mut failures, cap)).collect();
         let bases = [100, 200, 400, 800, 1000, 1000].map(Duration::from_millis);
         for (d, b) in delays.iter().zip(bases) {
             assert!(
-                *d >= b && *d <= b + b / 10,
-                "{d:?} not within 10% above {b:?}"
+                *d <= b && *d >= b.mul_f64(0.9),
+                "{d:?} not within 10% below {b:?}"
             );
         }
+        assert_eq!(failures, 6);
+    }
+
+    #[test]
+    fn random_units_are_in_range_and_vary() {
+        let units: Vec<f64> = (0..50).map(|_| random_unit()).collect();
+        assert!(units.iter().all(|u| (0.0..1.0).contains(u)), "{units:?}");
+        let mut distinct = units.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert!(distinct.len() > 40, "{units:?}");
     }
 }

@@ -28,8 +28,13 @@
 //! }
 //! ```
 //!
+//! A plugin that must clean up before its objects are deleted also
+//! overrides [`Plugin::finalize`]; that alone makes the SDK advertise the
+//! FINALIZE capability, so the operator waits for it.
+//!
 //! The protocol and the behaviour every SDK shares are described in
-//! `docs/protocol.md`.
+//! `docs/protocol.md`; its rules (names, reserved keys, limits, backoff)
+//! come from [`kplug_proto::rules`] and [`kplug_proto::limits`].
 
 mod heartbeat;
 mod object;
@@ -45,23 +50,53 @@ pub use request::Request;
 pub use response::Response;
 pub use server::{Server, serve};
 
-/// Errors of the SDK.
+/// Errors of the SDK. Each message is one line that names the plugin or
+/// the object involved and says what to do.
 ///
-/// `Debug` prints the message (as `Display` does): a plugin's
-/// `fn main() -> Result<(), kplug_sidecar::Error>` then tells its user what
-/// went wrong and what to do, not the error's Rust structure.
+/// `Debug` prints that message too (as `Display` does): a plugin's
+/// `fn main() -> Result<(), kplug_sidecar::Error>` (or `Result<(), Box<dyn
+/// std::error::Error>>`) then tells its user what went wrong and what to
+/// do, not the error's Rust structure:
+///
+/// ```text
+/// Error: plugin hello cannot start: /var/run/kplug/plugins/hello/plugin.sock is served by another live process; stop it or choose another name
+/// ```
+///
+/// Each message already holds its cause's text, so `source()` is left
+/// empty and error reporters print nothing twice.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The plugin's configuration is invalid.
+    /// The plugin's name is not a DNS label.
     #[error("{0}")]
-    Config(String),
-    /// The socket could not be bound.
-    #[error(transparent)]
-    Bind(#[from] kplug_proto::socket::BindError),
-    /// The gRPC server failed.
-    #[error("serving failed: {0}")]
-    Serve(#[source] tonic::transport::Error),
-    /// An object could not be decoded.
+    InvalidName(kplug_proto::rules::NameError),
+    /// A setting read from the environment is invalid.
+    #[error("plugin {plugin} cannot start: {error}")]
+    Environment {
+        /// The plugin.
+        plugin: String,
+        /// The variable and the value refused.
+        error: kplug_proto::rules::IntervalError,
+    },
+    /// The plugin's socket could not be bound.
+    #[error("plugin {plugin} cannot start: {error}")]
+    Bind {
+        /// The plugin.
+        plugin: String,
+        /// Why: the path, and what is in the way.
+        error: kplug_proto::socket::BindError,
+    },
+    /// The gRPC server stopped with an error.
+    #[error("plugin {plugin}: serving on {} failed: {message}; the plugin must be restarted (the operator routes no work to it meanwhile)", socket.display())]
+    Serve {
+        /// The plugin.
+        plugin: String,
+        /// Its socket.
+        socket: std::path::PathBuf,
+        /// The server's error, with its causes.
+        message: String,
+    },
+    /// An object could not be decoded (the message names it).
     #[error("{0}")]
     Decode(String),
 }

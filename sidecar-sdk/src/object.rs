@@ -20,8 +20,25 @@ impl Object {
     /// # Errors
     /// [`Error::Decode`] when `raw` is not a JSON object.
     pub fn new(raw: Value) -> Result<Self, Error> {
+        Self::from_value(raw, "the object")
+    }
+
+    /// `raw` as an object; `what` names it in the error.
+    pub(crate) fn from_value(raw: Value, what: &str) -> Result<Self, Error> {
         if !raw.is_object() {
-            return Err(Error::Decode("an object must be a JSON object".into()));
+            let got = match raw {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                Value::Array(_) => "an array",
+                Value::Object(_) => unreachable!(),
+            };
+            return Err(Error::Decode(format!(
+                "{what} is {got}, not a JSON object: pass the whole Kubernetes object, e.g. \
+                 json!({{\"apiVersion\": \"example.com/v1\", \"kind\": \"Greeting\", \
+                 \"metadata\": {{\"name\": \"world\"}}, \"spec\": {{}}}})"
+            )));
         }
         Ok(Self { raw })
     }
@@ -92,7 +109,13 @@ impl Object {
     /// [`Error::Decode`] naming the object and what did not fit.
     pub fn spec_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_value(self.spec().clone())
-            .map_err(|e| Error::Decode(format!("spec of {} {}: {e}", self.kind(), self.name())))
+            .map_err(|e| {
+                Error::Decode(format!(
+                    "the spec of {} {} does not fit this plugin: {e}; fix the spec (or have the CRD's schema refuse it)",
+                    self.kind(),
+                    self.name()
+                ))
+            })
     }
 
     /// A reference to this object, for statuses and events.

@@ -1,6 +1,9 @@
 //! The trait a plugin implements, and how it describes itself.
 
+use std::any::TypeId;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use kplug_proto::v1::{self, Capability, GroupKind};
 
@@ -31,20 +34,79 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Response, BoxError>> + Send;
 
     /// Clean up before the base object is deleted, or moved to another
-    /// implementation (`kplug.io/reselect`). Called only when the
-    /// plugin's [`PluginInfo`] has [`PluginInfo::with_finalize`].
+    /// implementation (`kplug.io/reselect`); [`Response::ok`] lets it go,
+    /// anything else keeps it.
+    ///
+    /// Overriding this method is all it takes: the SDK then advertises the
+    /// FINALIZE capability, so the operator adds its finalizer to the
+    /// objects this plugin reconciles and calls this before they go. A
+    /// plugin that keeps the default is never called for it, and deleting
+    /// its objects does not wait for it.
+    ///
+    /// ```
+    /// use kplug_sidecar::{BoxError, Plugin, Request, Response};
+    ///
+    /// struct Tables;
+    ///
+    /// impl Plugin for Tables {
+    ///     async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok().message(format!("table {} exists", request.name())))
+    ///     }
+    ///
+    ///     async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok().message(format!("dropped table {}", request.name())))
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A wrapper plugin that forwards to another's `finalize` (returning its
+    /// future as it is) has the capability exactly when the wrapped plugin
+    /// has it.
     fn finalize(
         &self,
         request: Request,
     ) -> impl Future<Output = Result<Response, BoxError>> + Send {
         let _ = request;
-        async { Ok(Response::ok()) }
+        NoFinalize
     }
 
     /// Whether the plugin can take work (e.g. its database is reachable).
     fn ready(&self) -> impl Future<Output = Readiness> + Send {
         async { Readiness::Ready }
     }
+}
+
+/// The future of the default [`Plugin::finalize`]. Its type is how the SDK
+/// knows that a plugin did not override the method: nothing outside this
+/// module can name or build it.
+struct NoFinalize;
+
+impl Future for NoFinalize {
+    type Output = Result<Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(Response::ok()))
+    }
+}
+
+/// Whether `P` overrides [`Plugin::finalize`], decided at compile time from
+/// the type of the future its `finalize` returns: the default's is
+/// [`NoFinalize`]. Nothing is called.
+pub(crate) fn implements_finalize<P: Plugin>() -> bool {
+    fn future_type<P, F: 'static>(_: fn(&'static P, Request) -> F) -> TypeId {
+        TypeId::of::<F>()
+    }
+    future_type(P::finalize) != TypeId::of::<NoFinalize>()
+}
+
+/// The capabilities `P` advertises: RECONCILE, and FINALIZE when it
+/// overrides [`Plugin::finalize`].
+pub(crate) fn capabilities<P: Plugin>() -> Vec<i32> {
+    let mut caps = vec![Capability::Reconcile as i32];
+    if implements_finalize::<P>() {
+        caps.push(Capability::Finalize as i32);
+    }
+    caps
 }
 
 /// One implementation the plugin offers for one base kind.
@@ -88,14 +150,14 @@ impl Offer {
     }
 }
 
-/// What the plugin is: name, version, offers.
+/// What the plugin is: name, version, offers. (What it can do, its
+/// capabilities, follows from the methods of [`Plugin`] it implements.)
 ///
 /// ```
 /// use kplug_sidecar::{Offer, PluginInfo};
 /// let info = PluginInfo::new("postgresql", "1.0.0")
 ///     .offer(Offer::new("myorg.org", "DatabaseTable", "PostgreSQL")
-///         .extension("myorg.org", "DatabaseTablePostgreSqlExtension"))
-///     .with_finalize();
+///         .extension("myorg.org", "DatabaseTablePostgreSqlExtension"));
 /// ```
 #[derive(Clone, Debug)]
 pub struct PluginInfo {
@@ -103,18 +165,18 @@ pub struct PluginInfo {
     pub(crate) version: String,
     pub(crate) description: String,
     pub(crate) offers: Vec<Offer>,
-    pub(crate) finalize: bool,
 }
 
 impl PluginInfo {
-    /// A plugin called `name` (a DNS label, e.g. `postgresql`) at `version`.
+    /// A plugin called `name` at `version`. The name is a DNS label
+    /// ([`kplug_proto::rules::validate_plugin_name`], e.g. `postgresql`),
+    /// checked when the plugin starts.
     pub fn new(name: &str, version: &str) -> Self {
         Self {
             name: name.to_owned(),
             version: version.to_owned(),
             description: String::new(),
             offers: Vec::new(),
-            finalize: false,
         }
     }
 
@@ -130,24 +192,9 @@ impl PluginInfo {
         self
     }
 
-    /// The plugin implements [`Plugin::finalize`] and must be called before
-    /// objects it reconciled are deleted.
-    pub fn with_finalize(mut self) -> Self {
-        self.finalize = true;
-        self
-    }
-
     /// The plugin name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    pub(crate) fn capabilities(&self) -> Vec<i32> {
-        let mut caps = vec![Capability::Reconcile as i32];
-        if self.finalize {
-            caps.push(Capability::Finalize as i32);
-        }
-        caps
     }
 
     pub(crate) fn offers(&self) -> Vec<v1::Offer> {
@@ -155,19 +202,6 @@ impl PluginInfo {
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
-        let n = &self.name;
-        let valid = !n.is_empty()
-            && n.len() <= 63
-            && n.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !n.starts_with('-')
-            && !n.ends_with('-');
-        if valid {
-            Ok(())
-        } else {
-            Err(crate::Error::Config(format!(
-                "plugin name {n:?} is not a DNS label (lowercase letters, digits and '-', at most 63 characters)"
-            )))
-        }
+        kplug_proto::rules::validate_plugin_name(&self.name).map_err(crate::Error::InvalidName)
     }
 }

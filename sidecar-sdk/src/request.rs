@@ -71,10 +71,11 @@ impl Request {
     ) -> Result<Self, Error> {
         Ok(Self {
             implementation: implementation.to_owned(),
-            object: Object::new(object)?,
+            object: Object::from_value(object, "Request::from_json: the base object")?,
             extensions: extensions
                 .into_iter()
-                .map(Object::new)
+                .enumerate()
+                .map(|(i, e)| Object::from_value(e, &format!("Request::from_json: extension #{i}")))
                 .collect::<Result<_, _>>()?,
         })
     }

@@ -13,10 +13,11 @@ use kplug_proto::v1::{
     FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
     ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
 };
+use kplug_proto::{limits, rules};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 
-use crate::plugin::{Plugin, PluginInfo, Readiness};
+use crate::plugin::{Plugin, PluginInfo, Readiness, capabilities};
 use crate::request::Request;
 use crate::response::Response;
 use crate::{Error, heartbeat};
@@ -26,8 +27,9 @@ use crate::{Error, heartbeat};
 /// in seconds, default 5) until SIGTERM or Ctrl-C, then drains and returns.
 ///
 /// # Errors
-/// [`Error`] when the name is invalid, the socket cannot be bound, or the
-/// server fails.
+/// [`Error`] when the name or a setting is invalid, the socket cannot be
+/// bound, or the server fails. Its message (`Display`, and `Debug` too)
+/// names the plugin and says what to do, so `main` can simply return it.
 pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -68,28 +70,27 @@ pub struct Server<P> {
 }
 
 impl<P: Plugin> Server<P> {
-    /// Settings from the environment (see [`serve`]).
+    /// Settings from the environment (see [`serve`]). An empty variable
+    /// counts as unset.
     ///
     /// # Errors
-    /// [`Error::Config`] when `KPLUG_HEARTBEAT_INTERVAL` is not a number.
+    /// [`Error::Environment`] when `KPLUG_HEARTBEAT_INTERVAL` is not a
+    /// positive number of seconds
+    /// ([`kplug_proto::rules::parse_heartbeat_interval`]).
     pub fn from_env(info: PluginInfo, plugin: P) -> Result<Self, Error> {
-        let socket_dir = std::env::var_os(kplug_proto::SOCKET_DIR_ENV).map_or_else(
-            || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
-            PathBuf::from,
-        );
-        let interval = match std::env::var("KPLUG_HEARTBEAT_INTERVAL") {
-            Ok(s) => s
-                .parse::<f64>()
-                .ok()
-                .filter(|s| *s > 0.0)
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                .ok_or_else(|| {
-                    Error::Config(format!(
-                        "KPLUG_HEARTBEAT_INTERVAL={s:?} is not a positive number of seconds"
-                    ))
-                })?,
-            Err(_) => Duration::from_secs(5),
-        };
+        let socket_dir = std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(
+                || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
+                PathBuf::from,
+            );
+        let interval = std::env::var(rules::HEARTBEAT_INTERVAL_ENV).ok();
+        let interval = rules::parse_heartbeat_interval(interval.as_deref()).map_err(|error| {
+            Error::Environment {
+                plugin: info.name.clone(),
+                error,
+            }
+        })?;
         Ok(Self::new(info, plugin, socket_dir).heartbeat_interval(interval))
     }
 
@@ -99,7 +100,7 @@ impl<P: Plugin> Server<P> {
             info,
             plugin: Arc::new(plugin),
             socket_dir: socket_dir.into(),
-            heartbeat_interval: Duration::from_secs(5),
+            heartbeat_interval: rules::DEFAULT_HEARTBEAT_INTERVAL,
             grace: Duration::from_secs(10),
         }
     }
@@ -108,6 +109,13 @@ impl<P: Plugin> Server<P> {
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self
+    }
+
+    /// The heartbeat interval the server starts with (until the operator
+    /// asks for another): set with [`Server::heartbeat_interval`] or read
+    /// from `KPLUG_HEARTBEAT_INTERVAL` by [`Server::from_env`].
+    pub fn configured_interval(&self) -> Duration {
+        self.heartbeat_interval
     }
 
     /// How long calls in flight may take to finish at shutdown.
@@ -131,7 +139,12 @@ impl<P: Plugin> Server<P> {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         self.info.validate()?;
         let socket = self.socket_path();
-        let listener = kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name).await?;
+        let listener = kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name)
+            .await
+            .map_err(|error| Error::Bind {
+                plugin: self.info.name.clone(),
+                error,
+            })?;
         let instance_id = uuid::Uuid::new_v4().to_string();
         let name = self.info.name.clone();
         tracing::info!(plugin = name, version = self.info.version, socket = %socket.display(), instance_id, "serving");
@@ -144,7 +157,11 @@ impl<P: Plugin> Server<P> {
         };
         let mut server = tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(PluginServer::new(service).max_decoding_message_size(64 * 1024 * 1024))
+                .add_service(
+                    PluginServer::new(service)
+                        .max_decoding_message_size(limits::MAX_PLUGIN_MESSAGE_BYTES)
+                        .max_encoding_message_size(limits::MAX_PLUGIN_MESSAGE_BYTES),
+                )
                 .serve_with_incoming_shutdown(
                     UnixListenerStream::new(listener),
                     wait_true(serving_stopped),
@@ -162,7 +179,7 @@ impl<P: Plugin> Server<P> {
             protocol: kplug_proto::PROTOCOL.into(),
             socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
-            capabilities: self.info.capabilities(),
+            capabilities: capabilities::<P>(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -180,10 +197,15 @@ impl<P: Plugin> Server<P> {
         if let Some(result) = server_failed {
             heartbeats.abort();
             remove_own_socket(&socket).await;
+            let failed = |message| Error::Serve {
+                plugin: name.clone(),
+                socket: socket.clone(),
+                message,
+            };
             return match result {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(Error::Serve(e)),
-                Err(e) => Err(Error::Config(format!("the server task failed: {e}"))),
+                Ok(Err(e)) => Err(failed(error_chain(&e))),
+                Err(e) => Err(failed(format!("the server task ended: {e}"))),
             };
         }
 
@@ -197,9 +219,9 @@ impl<P: Plugin> Server<P> {
             name: name.clone(),
             instance_id,
         });
-        unregister.set_timeout(Duration::from_secs(10));
+        unregister.set_timeout(rules::UNREGISTER_DEADLINE);
         match tokio::time::timeout(
-            Duration::from_secs(10),
+            rules::UNREGISTER_DEADLINE,
             RegistryClient::new(registry).unregister(unregister),
         )
         .await
@@ -227,6 +249,18 @@ impl<P: Plugin> Server<P> {
         tracing::info!(plugin = name, "stopped");
         Ok(())
     }
+}
+
+/// `e` and its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
@@ -335,7 +369,7 @@ impl<P: Plugin> PluginApi for Service<P> {
             version: self.info.version.clone(),
             protocol: kplug_proto::PROTOCOL.into(),
             offers: self.info.offers(),
-            capabilities: self.info.capabilities(),
+            capabilities: capabilities::<P>(),
             description: self.info.description.clone(),
         }))
     }

@@ -161,7 +161,6 @@ fn info() -> PluginInfo {
                 .extension(GROUP, "WidgetExtensionA")
                 .extension(GROUP, "WidgetExtensionB"),
         )
-        .with_finalize()
 }
 
 fn outcome_name(o: i32) -> &'static str {

@@ -94,3 +94,29 @@ def test_invalid_input_is_refused_with_a_clear_message(
 ) -> None:
     with pytest.raises(InvalidRequestError, match=r"^" + message):
         Request.decode("x", obj, extensions)
+
+
+async def test_from_json_builds_a_request_for_a_plugins_own_tests() -> None:
+    import kplug
+
+    class Hello(kplug.Plugin):
+        async def reconcile(self, request: kplug.Request) -> kplug.Response:
+            return kplug.Response.ok(status={"greeting": f"hello, {request.name}"})
+
+    request = Request.from_json("PostgreSQL", BASE, [PG, json.dumps(PG2)])
+    assert request == decode(BASE, PG, PG2)
+    # A copy, as a real call would decode it: the handler cannot change the test's dicts.
+    assert request.object is not BASE
+    response = await Hello().reconcile(request)
+    assert response.status == {"greeting": "hello, users"}
+
+
+def test_from_json_refuses_what_the_operator_could_not_send() -> None:
+    with pytest.raises(InvalidRequestError, match="the base object is not a JSON object"):
+        Request.from_json("PostgreSQL", "[1, 2]")
+    with pytest.raises(InvalidRequestError, match="extension #1 is not a JSON object"):
+        Request.from_json("PostgreSQL", BASE, [PG, "null"])
+    with pytest.raises(InvalidRequestError, match=r"extension #0 cannot be encoded as JSON"):
+        Request.from_json("PostgreSQL", BASE, [{"spec": {"ratio": float("nan")}}])
+    with pytest.raises(InvalidRequestError, match="the base object cannot be encoded as JSON"):
+        Request.from_json("PostgreSQL", {"spec": {"when": object()}})

@@ -87,9 +87,12 @@ def test_reserved_status_keys_are_refused_when_built() -> None:
 
 
 def test_the_base_is_no_extension_status_target() -> None:
-    response = Response.ok().extension_status(BASE, {"implementation": "x"})
+    response = Response.ok().extension_status(BASE, {"phase": "x"})
     with pytest.raises(ValueError, match=r"targets the base object .* with_status"):
         response.to_reconcile_proto(BASE, [EXT])
+    # Nor a way around the operator's keys: extension statuses may not set them either.
+    with pytest.raises(ValueError, match='key "implementation" is reserved for the operator'):
+        Response.ok().extension_status(BASE, {"implementation": "x"})
 
 
 def test_targets_are_compared_as_the_operator_does() -> None:

@@ -411,15 +411,8 @@ def test_plugin_without_offers_is_a_startup_error() -> None:
 
 
 def test_backoff_doubles_from_100ms_up_to_the_interval_with_jitter() -> None:
-    from kplug.heartbeat import backoff_delay
+    from kplug.protocol import backoff_delay
 
-    assert [backoff_delay(n, 1.0, rand=lambda: 0.0) for n in range(1, 7)] == [
-        0.1,
-        0.2,
-        0.4,
-        0.8,
-        1.0,
-        1.0,
-    ]
-    assert backoff_delay(1000, 5.0, rand=lambda: 0.0) == 5.0  # no overflow after long outages
-    assert backoff_delay(3, 5.0, rand=lambda: 1.0) == pytest.approx(0.4 * 0.9)
+    assert [backoff_delay(n, 1.0, 0.0) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert backoff_delay(1000, 5.0, 0.0) == 5.0  # no overflow after long outages
+    assert backoff_delay(3, 5.0, 1.0) == pytest.approx(0.4 * 0.9)

@@ -25,29 +25,27 @@ import {
 } from "./gen/kplug/v1/registry.js";
 import { describeError, type Logger } from "./logger.js";
 import {
-  FIRST_BACKOFF_SECONDS,
+  BACKOFF_FACTOR,
+  BACKOFF_INITIAL_SECONDS,
+  BACKOFF_JITTER,
   HEARTBEAT_TIMEOUT_SECONDS,
-  MAX_JITTER,
   UNREGISTER_TIMEOUT_SECONDS,
 } from "./protocol.js";
 import { durationToSeconds } from "./response.js";
 
 /**
- * The wait, in seconds, after `failures` failed heartbeats in a row
- * (`failures >= 1`): 100 ms, doubling, capped at the interval, then up to
- * 10 % longer at random (`rand` returns a number in [0, 1)) so that plugins
- * restarted together do not retry in lockstep.
+ * The protocol's wait, in seconds, after the `attempt`-th failed heartbeat in
+ * a row (counting from 1; 0 counts as 1), for `unit` drawn uniformly from
+ * [0, 1): `base = min(capSeconds, 0.1 × 2^(attempt − 1))`, then
+ * `base × (1 − 0.1 × unit)`. The jitter only shortens the wait, so it never
+ * exceeds `capSeconds`, the heartbeat interval in force. A `unit` outside
+ * [0, 1] (or NaN) is clamped.
  */
-export function backoffDelay(
-  failures: number,
-  intervalSeconds: number,
-  rand: () => number = Math.random,
-): number {
-  const base = Math.min(
-    FIRST_BACKOFF_SECONDS * 2 ** Math.min(Math.max(failures - 1, 0), 32),
-    intervalSeconds,
-  );
-  return base * (1 + MAX_JITTER * rand());
+export function backoffDelay(attempt: number, capSeconds: number, unit: number): number {
+  const exponent = Math.min(Math.max(attempt - 1, 0), 64);
+  const base = Math.min(BACKOFF_INITIAL_SECONDS * BACKOFF_FACTOR ** exponent, capSeconds);
+  const clamped = Number.isNaN(unit) ? 0 : Math.min(Math.max(unit, 0), 1);
+  return base * (1 - BACKOFF_JITTER * clamped);
 }
 
 /** gRPC channel options for the Unix socket of the registry. */
@@ -178,7 +176,7 @@ export class Heartbeat {
             break; // the call was cancelled by stop()
           }
           failures += 1;
-          delay = backoffDelay(failures, this.#interval);
+          delay = backoffDelay(failures, this.#interval, Math.random());
           this.#failed(error, failures, delay);
           // A fresh channel next time: grpc-js's own reconnect backoff must
           // not override ours.

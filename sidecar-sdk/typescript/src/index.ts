@@ -44,12 +44,17 @@ export { type GroupKind, type Offer, type PluginInfo, validateName } from "./inf
 export { describeError, type Logger, type LogLevel, stderrLogger } from "./logger.js";
 export type { Plugin, Readiness } from "./plugin.js";
 export {
+  BACKOFF_FACTOR,
+  BACKOFF_INITIAL_SECONDS,
+  BACKOFF_JITTER,
   DEFAULT_GRACE_SECONDS,
   DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
   DEFAULT_RETRY_AFTER_SECONDS,
   DEFAULT_SOCKET_DIR,
   HEARTBEAT_INTERVAL_ENV,
+  HEARTBEAT_TIMEOUT_SECONDS,
   MAX_MESSAGE_BYTES,
+  MAX_NAME_LENGTH,
   PLUGINS_DIR,
   PROTOCOL,
   REGISTRY_SOCKET,

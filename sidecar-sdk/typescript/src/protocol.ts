@@ -1,7 +1,9 @@
 /**
  * The rules every kplug SDK shares (docs/protocol.md in the kplug
- * repository), with the values of the Rust crates `kplug-proto` and
- * `kplug-sidecar`.
+ * repository), with the values of the Rust crate `kplug-proto`, their
+ * source. `test/rules.test.ts` checks them against
+ * `sidecar-sdk/conformance/rules.json`, which kplug-proto's own test keeps
+ * equal to the Rust code.
  *
  * @module
  */
@@ -40,19 +42,26 @@ export const HEARTBEAT_TIMEOUT_SECONDS = 2;
 /** Deadline of the `Unregister` call at shutdown, in seconds. */
 export const UNREGISTER_TIMEOUT_SECONDS = 10;
 
-/** First retry delay after a failed heartbeat, in seconds; it doubles up to the interval. */
-export const FIRST_BACKOFF_SECONDS = 0.1;
+/** First wait after a failed heartbeat, in seconds. */
+export const BACKOFF_INITIAL_SECONDS = 0.1;
 
-/** Retry delays are up to this fraction longer, at random, so plugins do not retry in lockstep. */
-export const MAX_JITTER = 0.1;
+/** Each further failure in a row multiplies the wait by this, up to the heartbeat interval. */
+export const BACKOFF_FACTOR = 2;
+
+/**
+ * A wait is shortened at random by up to this fraction, so that plugins
+ * restarted together do not retry in lockstep; never lengthened, so the
+ * interval caps it.
+ */
+export const BACKOFF_JITTER = 0.1;
 
 /** How long calls in flight may take to finish at shutdown, in seconds. */
 export const DEFAULT_GRACE_SECONDS = 10;
 
 /**
- * The largest request the plugin accepts, in bytes (64 MiB, as the operator
- * and the other SDKs): Kubernetes objects can be large, and gRPC's 4 MiB
- * default would turn a big object into a transport error.
+ * The largest request the plugin accepts, in bytes (64 MiB, kplug-proto's
+ * `MAX_PLUGIN_MESSAGE_BYTES`): Kubernetes objects can be large, and gRPC's
+ * 4 MiB default would turn a big object into a transport error.
  */
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 

@@ -44,7 +44,6 @@ pub fn info() -> PluginInfo {
         .offer(
             Offer::new("myorg.org", "DatabaseTable", "MariaDB").extension("myorg.org", EXTENSION),
         )
-        .with_finalize()
 }
 
 /// The plugin: server name → DSN, and a connection pool per server.

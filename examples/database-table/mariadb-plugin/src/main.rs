@@ -3,8 +3,21 @@
 //! Configuration: `KPLUG_MARIADB_SERVERS_FILE` (a JSON file) or
 //! `KPLUG_MARIADB_SERVERS` (JSON): `{"<serverName>": "mysql://user:pw@host:port/db"}`.
 
+use std::process::ExitCode;
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The message, not its Debug form: it says what to do.
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().any(|a| a == "--help" || a == "-h") {
         println!(
             "mariadb-plugin: kplug plugin for DatabaseTable on MariaDB.\n\n\

@@ -49,7 +49,6 @@ pub fn info() -> PluginInfo {
     PluginInfo::new("sqlite", env!("CARGO_PKG_VERSION"))
         .description("DatabaseTable in embedded SQLite files")
         .offer(Offer::new("myorg.org", "DatabaseTable", "SQLite").extension("myorg.org", EXTENSION))
-        .with_finalize()
 }
 
 impl SqlitePlugin {

@@ -1,6 +1,7 @@
 //! `sqlite-plugin`: serves the SQLite implementation of `DatabaseTable`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Parser;
 
@@ -20,8 +21,18 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The message, not its Debug form: it says what to do.
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&args.data_dir).map_err(|e| {
         format!(
             "cannot create the data dir {}: {e}",

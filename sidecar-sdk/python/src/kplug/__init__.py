@@ -26,12 +26,11 @@ from kplug.errors import (
     SocketInUseError,
     StartupError,
 )
-from kplug.info import PROTOCOL, GroupKind, Offer, PluginInfo
+from kplug.info import GroupKind, Offer, PluginInfo
 from kplug.plugin import Plugin, Readiness
+from kplug.protocol import PROTOCOL, RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS
 from kplug.request import JsonObject, ObjectRef, Request
 from kplug.response import (
-    RESERVED_CONDITION_TYPES,
-    RESERVED_STATUS_KEYS,
     Condition,
     Event,
     ObjectStatus,

@@ -11,32 +11,14 @@ import asyncio
 import enum
 import logging
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
 from kplug._proto import registry_pb2, registry_pb2_grpc
+from kplug.protocol import HEARTBEAT_TIMEOUT_SECONDS, UNREGISTER_TIMEOUT_SECONDS, backoff_delay
 
 logger = logging.getLogger(__name__)
-
-HEARTBEAT_TIMEOUT_SECONDS = 2.0
-UNREGISTER_TIMEOUT_SECONDS = 10.0
-FIRST_BACKOFF_SECONDS = 0.1
-MAX_JITTER = 0.1
-
-
-def backoff_delay(
-    failures: int, interval: float, rand: Callable[[], float] = random.random
-) -> float:
-    """The wait after ``failures`` failed heartbeats in a row (``failures >= 1``).
-
-    100 ms, doubling, capped at the interval; up to 10 % shorter at random so
-    that plugins restarted together do not retry in lockstep (shorter, not
-    longer, so the cap holds).
-    """
-    delay = min(FIRST_BACKOFF_SECONDS * 2.0 ** min(failures - 1, 32), interval)
-    return delay * (1 - MAX_JITTER * rand())
 
 
 class _State(enum.Enum):
@@ -78,7 +60,9 @@ class Heartbeat:
                     )
                 except grpc.aio.AioRpcError as e:
                     failures += 1
-                    delay = backoff_delay(failures, self._interval)
+                    # The protocol's backoff: 100 ms doubling, capped at the
+                    # interval, up to 10 % shorter at random.
+                    delay = backoff_delay(failures, self._interval, random.random())
                     self._failed(e, failures, delay)
                     # A fresh channel next time: grpc's own reconnect backoff
                     # (1 s growing to 2 min) must not override ours.

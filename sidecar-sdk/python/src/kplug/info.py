@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from kplug._proto import types_pb2
-from kplug.errors import InvalidNameError, StartupError
+from kplug.errors import StartupError
+from kplug.protocol import PROTOCOL, validate_name
 
-PROTOCOL = "kplug.v1"
-"""The protocol this SDK speaks, sent in heartbeats and GetInfo."""
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_MAX_NAME_LENGTH = 63
+__all__ = ["PROTOCOL", "GroupKind", "Offer", "PluginInfo", "validate_name"]
 
 
 @dataclass(frozen=True)
@@ -84,13 +80,3 @@ class PluginInfo:
                     f"plugin {self.name!r}: every offer needs a base kind and an implementation "
                     f"name, got {offer!r}"
                 )
-
-
-def validate_name(name: str) -> None:
-    """Raise :class:`InvalidNameError` unless ``name`` is a DNS label (as the operator demands)."""
-    if len(name) > _MAX_NAME_LENGTH or not _DNS_LABEL.fullmatch(name):
-        raise InvalidNameError(
-            f"invalid plugin name {name!r}: it must be a DNS label (lowercase letters, digits "
-            f"and '-', starting and ending with a letter or digit, at most {_MAX_NAME_LENGTH} "
-            "characters), e.g. 'postgresql'"
-        )

@@ -29,15 +29,8 @@ from typing import Any, Self
 from google.protobuf import duration_pb2
 
 from kplug._proto import plugin_pb2, types_pb2
+from kplug.protocol import RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS
 from kplug.request import JsonObject, ObjectRef
-
-RESERVED_STATUS_KEYS = frozenset({"implementation", "plugin", "observedGeneration", "conditions"})
-"""Status keys the operator owns; a plugin status that sets one is refused."""
-
-RESERVED_CONDITION_TYPES = frozenset(
-    {"Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"}
-)
-"""Condition types the operator owns."""
 
 DEFAULT_RETRY_AFTER_SECONDS = 10.0
 """How long :meth:`Response.retry` waits when not told (the operator's default too)."""
@@ -156,6 +149,7 @@ class Response:
                 "(request.extension(kind) returns None when none of that kind was sent)"
             )
         ref = target if isinstance(target, ObjectRef) else ObjectRef.of(target)
+        _check_status_keys(status, f"status of {ref}")
         for existing in self.extension_statuses:
             if existing.target == ref:
                 existing.status = {**existing.status, **status}
@@ -211,6 +205,7 @@ class Response:
                     "with with_status() or status="
                 )
             _check_sent(item.target, extensions, "a status")
+            _check_status_keys(item.status, f"status of {item.target}")
             response.extension_statuses.append(
                 plugin_pb2.ObjectStatus(
                     target=item.target.to_proto(),

@@ -22,23 +22,23 @@ import grpc
 from kplug._proto import plugin_pb2_grpc, registry_pb2
 from kplug.errors import StartupError
 from kplug.heartbeat import Heartbeat
-from kplug.info import PROTOCOL, PluginInfo
+from kplug.info import PluginInfo
 from kplug.plugin import Plugin
+from kplug.protocol import (
+    DEFAULT_SOCKET_DIR,
+    HEARTBEAT_INTERVAL_ENV,
+    MAX_MESSAGE_BYTES,
+    PROTOCOL,
+    REGISTRY_SOCKET,
+    SOCKET_DIR_ENV,
+    parse_heartbeat_interval,
+)
 from kplug.service import PluginService, capabilities
 from kplug.socket import SocketFile, claim, plugin_socket
 
 logger = logging.getLogger(__name__)
 
-SOCKET_DIR_ENV = "KPLUG_SOCKET_DIR"
-DEFAULT_SOCKET_DIR = "/var/run/kplug"
-HEARTBEAT_INTERVAL_ENV = "KPLUG_HEARTBEAT_INTERVAL"
-DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 5.0
 DEFAULT_GRACE_SECONDS = 10.0
-REGISTRY_SOCKET = "registry.sock"
-
-# Kubernetes objects can be large (many columns, long annotations); gRPC's
-# 4 MiB default would turn a big object into a transport error.
-_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class PluginServer:
@@ -88,8 +88,8 @@ class PluginServer:
         claim(self.socket_path, name)
         server = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ]
         )
         plugin_pb2_grpc.add_PluginServicer_to_server(  # type: ignore[no-untyped-call]
@@ -231,18 +231,14 @@ def run(
 def _interval(plugin: str, configured: float | None) -> float:
     if configured is None:
         text = os.environ.get(HEARTBEAT_INTERVAL_ENV)
-        if not text:
-            return DEFAULT_HEARTBEAT_INTERVAL_SECONDS
-        try:
-            configured = float(text)
-        except ValueError:
-            configured = math.nan
+        seconds = parse_heartbeat_interval(text)
         what = f"{HEARTBEAT_INTERVAL_ENV}={text!r}"
     else:
+        seconds = configured if math.isfinite(configured) and configured > 0 else None
         what = f"heartbeat_interval={configured!r}"
-    if not (math.isfinite(configured) and configured > 0):
+    if seconds is None:
         raise StartupError(
             f"plugin {plugin}: invalid {what}: the heartbeat interval is a positive number "
             "of seconds, e.g. 5 or 0.5"
         )
-    return configured
+    return seconds

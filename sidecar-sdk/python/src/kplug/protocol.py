@@ -1,0 +1,114 @@
+"""The protocol's rules, as every kplug SDK and the operator apply them.
+
+Their source is the Rust crate ``kplug-proto`` (``proto/src/rules.rs``,
+``limits.rs`` and ``lib.rs`` in the kplug repository). This module holds the
+same values; ``tests/test_rules.py`` checks them, and the functions below,
+against ``sidecar-sdk/conformance/rules.json``, which a test of
+``kplug-proto`` keeps equal to the Rust code.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kplug.errors import InvalidNameError
+
+PROTOCOL = "kplug.v1"
+"""The protocol this SDK speaks, sent in heartbeats and GetInfo."""
+
+SOCKET_DIR_ENV = "KPLUG_SOCKET_DIR"
+"""Environment variable naming the socket dir shared with the operator."""
+
+DEFAULT_SOCKET_DIR = "/var/run/kplug"
+"""The socket dir when ``$KPLUG_SOCKET_DIR`` is unset or empty."""
+
+REGISTRY_SOCKET = "registry.sock"
+"""The operator's socket, relative to the socket dir."""
+
+HEARTBEAT_INTERVAL_ENV = "KPLUG_HEARTBEAT_INTERVAL"
+"""Environment variable holding the heartbeat interval, in seconds."""
+
+DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 5.0
+"""The heartbeat interval when ``$KPLUG_HEARTBEAT_INTERVAL`` is unset or empty."""
+
+HEARTBEAT_TIMEOUT_SECONDS = 2.0
+"""Deadline of one Heartbeat call."""
+
+UNREGISTER_TIMEOUT_SECONDS = 10.0
+"""Deadline of the Unregister call at shutdown."""
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest gRPC message a plugin accepts or sends on its socket (64 MiB):
+Kubernetes objects can be large, and gRPC's 4 MiB default would turn a big
+object into a transport error."""
+
+MAX_NAME_LENGTH = 63
+"""The longest plugin name (a DNS label)."""
+
+RESERVED_STATUS_KEYS = frozenset({"implementation", "plugin", "observedGeneration", "conditions"})
+"""Status keys the operator owns; a plugin status that sets one is refused."""
+
+RESERVED_CONDITION_TYPES = frozenset(
+    {"Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"}
+)
+"""Condition types the operator owns; a plugin condition of one of them is refused."""
+
+BACKOFF_INITIAL_SECONDS = 0.1
+"""The first wait after a failed heartbeat."""
+
+BACKOFF_FACTOR = 2
+"""Each further failure in a row multiplies the wait by this, up to the cap."""
+
+BACKOFF_JITTER = 0.1
+"""A wait is shortened at random by up to this fraction, never lengthened."""
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Rust's number grammar without its words (inf, nan): what every SDK reads alike.
+_DECIMAL = re.compile(r"[0-9.eE+-]+")
+
+
+def validate_name(name: str) -> None:
+    """Raise :class:`InvalidNameError` unless ``name`` is a DNS label, as the operator demands:
+    lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63
+    characters."""
+    if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid plugin name {name!r}: it must be a DNS label (lowercase letters, digits "
+            f"and '-', starting and ending with a letter or digit, at most {MAX_NAME_LENGTH} "
+            "characters), e.g. 'postgresql'"
+        )
+
+
+def parse_heartbeat_interval(text: str | None) -> float | None:
+    """The heartbeat interval, in seconds, that ``$KPLUG_HEARTBEAT_INTERVAL`` = ``text`` asks for.
+
+    Unset (``None``) or empty gives the default, 5. Otherwise it must be a plain decimal
+    number (``5``, ``0.5``, ``.5``, ``1e1``), finite and positive; anything else (spaces,
+    units, ``1_0``, hex, ``inf``, ``nan``) gives ``None``: the caller says what is wrong.
+    """
+    if not text:
+        return DEFAULT_HEARTBEAT_INTERVAL_SECONDS
+    if not _DECIMAL.fullmatch(text):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def backoff_delay(attempt: int, cap: float, unit: float) -> float:
+    """The wait, in seconds, after the ``attempt``-th failed heartbeat in a row (from 1;
+    0 counts as 1), for ``unit`` drawn uniformly from [0, 1)::
+
+        base  = min(cap, 0.1 * 2 ** (attempt - 1))
+        delay = base * (1 - 0.1 * unit)
+
+    The jitter only shortens the wait, so it never exceeds ``cap``: the heartbeat interval
+    in force. ``unit`` outside [0, 1] is clamped.
+    """
+    exponent = min(max(attempt - 1, 0), 64)
+    base = min(cap, BACKOFF_INITIAL_SECONDS * float(BACKOFF_FACTOR) ** exponent)
+    unit = 0.0 if math.isnan(unit) else min(max(unit, 0.0), 1.0)
+    return base * (1 - BACKOFF_JITTER * unit)
