@@ -269,7 +269,7 @@ BUF := node_modules/.bin/buf
 NPM_STAMP := node_modules/.kplug-npm-installed
 
 .PHONY: lint
-lint: fmt-check clippy go-vet buf-lint buf-breaking ## rustfmt, clippy, go vet, buf lint and buf breaking
+lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking ## rustfmt, clippy, rustdoc, go vet, buf lint and buf breaking
 
 .PHONY: fmt-check
 fmt-check: ## cargo fmt --check
@@ -283,6 +283,10 @@ fmt: ## format Rust and Go sources
 .PHONY: clippy
 clippy: ## clippy on every target, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: rustdoc
+rustdoc: ## cargo doc of the workspace: broken or private links in the docs are errors
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --workspace --no-deps
 
 .PHONY: go-vet
 go-vet: ## go vet and gofmt check of testenv

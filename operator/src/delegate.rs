@@ -102,7 +102,7 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
 {
     /// A builder for a delegate of `K` described by `dyntype` (for
-    /// [`DynamicObject`], the kind's [`ApiResource`]).
+    /// [`DynamicObject`], the kind's [`ApiResource`](kube::api::ApiResource)).
     pub fn builder_with(
         client: kube::Client,
         registry: &Registry,

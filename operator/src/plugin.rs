@@ -5,7 +5,7 @@
 //! into `kplug_plugin_call_duration_seconds`.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,19 +97,19 @@ impl CallError {
 #[derive(Debug)]
 pub struct PluginInstance {
     /// Plugin name (stable across restarts).
-    pub name: String,
+    pub(crate) name: String,
     /// Plugin version.
-    pub version: String,
+    pub(crate) version: String,
     /// Process instance id (new on every start).
-    pub instance_id: String,
+    pub(crate) instance_id: String,
     /// One line describing the plugin.
-    pub description: String,
+    pub(crate) description: String,
     /// The (confined, canonical) socket path.
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// What the plugin serves.
-    pub offers: Vec<Offer>,
+    pub(crate) offers: Vec<Offer>,
     /// Optional calls it implements.
-    pub capabilities: Vec<Capability>,
+    pub(crate) capabilities: Vec<Capability>,
     pub(crate) ready: AtomicBool,
     pub(crate) last_seen: Mutex<Instant>,
     pub(crate) channel: Channel,
@@ -125,6 +125,41 @@ pub struct PluginInstance {
 }
 
 impl PluginInstance {
+    /// The plugin's name (stable across restarts).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The version it reported in `GetInfo`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// This process's instance id (new on every start of the plugin).
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    /// The one-line description it reported in `GetInfo`.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Its socket: confined to the socket dir, canonical.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// What it serves: a base kind, an implementation, extension kinds.
+    pub fn offers(&self) -> &[Offer] {
+        &self.offers
+    }
+
+    /// The optional calls it implements (Finalize, ...).
+    pub fn capabilities(&self) -> &[Capability] {
+        &self.capabilities
+    }
+
     /// Whether work may be routed to it (its last Probe said ready).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)

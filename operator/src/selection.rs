@@ -27,11 +27,11 @@
 
 /// One implementation offered by one ready plugin for the object's kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// The implementation name, as the plugin spells it.
-    pub implementation: String,
+    pub(crate) implementation: String,
     /// The plugin offering it.
-    pub plugin: String,
+    pub(crate) plugin: String,
 }
 
 /// The choice recorded in an object's status.

@@ -82,7 +82,7 @@ async fn hello_plugin_registers_reconciles_reregisters_and_drains() {
 
     wait_registered(&registry, "first start").await;
     let instance = registry.get("hello").unwrap();
-    assert_eq!(instance.version, "1.0.0");
+    assert_eq!(instance.version(), "1.0.0");
     let response = instance.reconcile(greeting("world")).await.unwrap();
     assert_eq!(response.outcome, Outcome::Ok as i32);
     let status: Value = serde_json::from_slice(&response.status).unwrap();

@@ -64,7 +64,7 @@ use crate::waiting::Waiting;
 use crate::written::Written;
 
 /// A reconcile that failed as a whole: the API server refused a read or a
-/// write. Everything else ends in conditions (an [`Outcome`]).
+/// write. Everything else ends in conditions (an outcome of the reconcile).
 #[derive(Debug, thiserror::Error)]
 #[error("{what} for {object}: {source}")]
 pub struct ReconcileError {

@@ -1,0 +1,134 @@
+//! The handshake that lists a new instance: the heartbeat is checked, the
+//! plugin's socket confined and dialled, and `GetInfo` and `Probe` called.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kplug_proto::limits;
+use kplug_proto::v1::plugin_client::PluginClient;
+use kplug_proto::v1::{GetInfoRequest, HeartbeatRequest};
+use tokio::sync::{Notify, Semaphore};
+use tonic::Request;
+
+use super::Registry;
+use crate::confinement::confine;
+use crate::connection::dial;
+use crate::plugin::{CallError, PluginInstance};
+use crate::refusal::{Refusal, check_sizes};
+
+impl Registry {
+    pub(super) async fn handshake(
+        &self,
+        req: &HeartbeatRequest,
+        uid: u32,
+    ) -> Result<PluginInstance, Refusal> {
+        let config = &self.shared.config;
+        let socket =
+            confine(&config.socket_dir, &req.socket).map_err(|source| Refusal::Socket {
+                name: req.name.clone(),
+                source,
+            })?;
+        let closed = Arc::new(Notify::new());
+        let channel = dial(&socket, uid, config.handshake_timeout, closed.clone())
+            .await
+            .map_err(|e| Refusal::Dial {
+                name: req.name.clone(),
+                socket: socket.clone(),
+                message: error_chain(&e),
+            })?;
+        let get_info = async {
+            let mut request = Request::new(GetInfoRequest {});
+            request.set_timeout(config.handshake_timeout);
+            PluginClient::new(channel.clone())
+                .max_decoding_message_size(limits::MAX_REGISTRY_MESSAGE_BYTES)
+                .get_info(request)
+                .await
+        };
+        let info = match tokio::time::timeout(config.handshake_timeout, get_info).await {
+            Ok(Ok(info)) => info.into_inner(),
+            Ok(Err(status)) => {
+                return Err(Refusal::GetInfo {
+                    name: req.name.clone(),
+                    source: CallError::Status {
+                        plugin: req.name.clone(),
+                        call: "GetInfo",
+                        code: status.code(),
+                        message: status.message().to_owned(),
+                    },
+                });
+            }
+            Err(_) => {
+                return Err(Refusal::GetInfo {
+                    name: req.name.clone(),
+                    source: CallError::Timeout {
+                        plugin: req.name.clone(),
+                        call: "GetInfo",
+                        after: config.handshake_timeout,
+                    },
+                });
+            }
+        };
+        if info.name != req.name || info.protocol != kplug_proto::PROTOCOL {
+            return Err(Refusal::Mismatch {
+                name: req.name.clone(),
+                got: info.name,
+                protocol: info.protocol,
+                want: kplug_proto::PROTOCOL,
+            });
+        }
+        check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
+        self.shared.ownership.claim(
+            &info.name,
+            info.offers.iter().map(|o| o.implementation.as_str()),
+        )?;
+        let max_in_flight = config.max_in_flight.max(1);
+        let instance = PluginInstance {
+            name: info.name,
+            version: info.version,
+            instance_id: req.instance_id.clone(),
+            description: info.description,
+            socket,
+            offers: info.offers,
+            capabilities: info
+                .capabilities
+                .into_iter()
+                .filter_map(|c| kplug_proto::v1::Capability::try_from(c).ok())
+                .collect(),
+            ready: false.into(),
+            last_seen: Mutex::new(Instant::now()),
+            channel,
+            in_flight: Arc::new(Semaphore::new(max_in_flight as usize)),
+            max_in_flight,
+            closed,
+            call_timeout: config.call_timeout,
+            probe_timeout: config.handshake_timeout,
+            max_response_bytes: config.max_response_bytes,
+            uid,
+            metrics: self.shared.metrics.clone(),
+        };
+        match instance.probe().await {
+            Ok(probe) => {
+                instance.ready.store(probe.ready, Ordering::Release);
+                if !probe.ready {
+                    tracing::info!(plugin = %instance.label(), message = probe.message, "plugin registered but not ready");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(plugin = %instance.label(), %error, "Probe failed; not routing work yet")
+            }
+        }
+        Ok(instance)
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
