@@ -1,217 +1,17 @@
-//! Status: the operator's conditions, checking what plugins return, and the
-//! server-side apply bodies that write it.
-//!
-//! # Expected flow
-//! Status is written with server-side apply on the `/status` subresource:
-//! - the plugin's part (its `status` object; the extensions' statuses) under
-//!   the field manager `kplug-plugin-<plugin>`;
-//! - the operator's part (`implementation`, `observedGeneration`,
-//!   `conditions`) under the operator's field manager (`kplug-operator`).
-//!
-//! Because each writer applies only its own fields, neither removes the
-//! other's, and a field a plugin stops reporting disappears.
-//!
-//! # Guarantees
-//! - A plugin response is checked completely before anything is written
-//!   ([`check_reconcile`]): bad JSON, a status that is not an object, a key
-//!   the operator owns, a status for an object the plugin was not sent, or a
-//!   reserved condition type make the whole response invalid, and nothing
-//!   of it is applied.
-//! - `lastTransitionTime` changes only when a condition's status changes.
-//!
-//! # Assumptions
-//! - The CRD has a status subresource, and its status schema accepts the
-//!   plugin's fields (e.g. `x-kubernetes-preserve-unknown-fields: true`).
+//! Checking what a plugin returns before anything of it is written: the
+//! outcome, the JSON statuses, conditions, events and the retry delay.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_proto::limits;
 use kplug_proto::v1::{self, ConditionStatus, EventType, Outcome};
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::{Resource, ResourceExt};
-use serde_json::{Map, Value, json};
-
 use kube::runtime::events::EventType as Severity;
+use serde_json::{Map, Value};
 
-/// Condition types the operator owns.
-pub mod types {
-    /// All of the below are true.
-    pub const READY: &str = "Ready";
-    /// A ready plugin serves the chosen implementation.
-    pub const PLUGIN_AVAILABLE: &str = "PluginAvailable";
-    /// Every referenced extension exists.
-    pub const EXTENSIONS_RESOLVED: &str = "ExtensionsResolved";
-    /// The last plugin call succeeded.
-    pub const RECONCILED: &str = "Reconciled";
-}
+use super::conditions::Condition;
+use super::{OPERATOR_KEYS, reference};
 
-/// Status keys the operator owns; plugins may not write them.
-pub const OPERATOR_KEYS: [&str; 4] = kplug_proto::RESERVED_STATUS_KEYS;
-
-/// The field manager for a plugin's status writes.
-pub fn plugin_manager(plugin: &str) -> String {
-    format!("kplug-plugin-{plugin}")
-}
-
-/// A condition to write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// CamelCase type.
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: &'static str,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Message for humans.
-    pub message: String,
-}
-
-impl Condition {
-    /// A condition that holds (`ok`) or not.
-    pub fn new(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: if ok { "True" } else { "False" },
-            reason: reason.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// A condition whose status is not known yet.
-    pub fn unknown(type_: &str, reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            status: "Unknown",
-            ..Self::new(type_, false, reason, message)
-        }
-    }
-
-    /// Whether it holds.
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
-}
-
-/// The operator's three conditions; [`OperatorConditions::ready`] derives
-/// `Ready` from them.
-#[derive(Clone, Debug)]
-pub struct OperatorConditions {
-    /// `PluginAvailable`.
-    pub plugin_available: Condition,
-    /// `ExtensionsResolved`.
-    pub extensions_resolved: Condition,
-    /// `Reconciled`.
-    pub reconciled: Condition,
-}
-
-impl OperatorConditions {
-    /// `Ready`: true when the others are; else false with the reason and
-    /// message of the first one that is not.
-    pub fn ready(&self) -> Condition {
-        let parts = [
-            &self.plugin_available,
-            &self.extensions_resolved,
-            &self.reconciled,
-        ];
-        match parts.into_iter().find(|c| !c.is_true()) {
-            None => Condition::new(
-                types::READY,
-                true,
-                "Reconciled",
-                self.reconciled.message.clone(),
-            ),
-            Some(blocking) => Condition::new(
-                types::READY,
-                false,
-                &blocking.reason,
-                blocking.message.clone(),
-            ),
-        }
-    }
-
-    /// All four, `Ready` first.
-    pub fn all(&self) -> Vec<Condition> {
-        vec![
-            self.ready(),
-            self.plugin_available.clone(),
-            self.extensions_resolved.clone(),
-            self.reconciled.clone(),
-        ]
-    }
-}
-
-/// The condition `type_` among `conditions` (an object's
-/// `status.conditions`), if there is one.
-pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
-    conditions?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
-}
-
-/// Renders conditions as Kubernetes condition objects, keeping each
-/// `lastTransitionTime` from `previous` (the object's current
-/// `status.conditions`) when the status did not change.
-pub fn render_conditions(
-    previous: Option<&Value>,
-    conditions: &[Condition],
-    generation: Option<i64>,
-) -> Vec<Value> {
-    // Whole seconds, like metav1.Time.
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    conditions
-        .iter()
-        .map(|c| {
-            let before = find_condition(previous, &c.type_);
-            let since = before
-                .filter(|p| p.get("status").and_then(Value::as_str) == Some(c.status))
-                .and_then(|p| p.get("lastTransitionTime").and_then(Value::as_str))
-                .map_or_else(|| now.clone(), str::to_owned);
-            let mut out = json!({
-                "type": c.type_,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "lastTransitionTime": since,
-            });
-            if let Some(g) = generation {
-                out["observedGeneration"] = json!(g);
-            }
-            out
-        })
-        .collect()
-}
-
-/// The body of a server-side apply of `status` to `obj`'s `/status`.
-pub fn apply_body(obj: &DynamicObject, status: Value) -> Value {
-    let types = obj.types.clone().unwrap_or_default();
-    let mut metadata = json!({ "name": obj.name_any() });
-    if let Some(ns) = obj.namespace() {
-        metadata["namespace"] = json!(ns);
-    }
-    json!({
-        "apiVersion": types.api_version,
-        "kind": types.kind,
-        "metadata": metadata,
-        "status": status,
-    })
-}
-
-/// A reference to `obj` for Events.
-pub fn reference(obj: &DynamicObject) -> ObjectReference {
-    let types = obj.types.clone().unwrap_or_default();
-    ObjectReference {
-        api_version: Some(types.api_version),
-        kind: Some(types.kind),
-        name: obj.meta().name.clone(),
-        namespace: obj.namespace(),
-        uid: obj.uid(),
-        resource_version: obj.resource_version(),
-        ..ObjectReference::default()
-    }
-}
-
-/// An event a plugin asked for, checked.
 #[derive(Clone, Debug)]
 pub struct PluginEvent {
     /// The object it is about (the base or an extension that was sent).
@@ -475,6 +275,8 @@ fn same_object(obj: &DynamicObject, target: &v1::ObjectRef) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn obj(kind: &str, name: &str) -> DynamicObject {
@@ -686,42 +488,5 @@ mod tests {
         let base = obj("DatabaseTable", "users");
         let err = check_reconcile(v1::ReconcileResponse::default(), &base, &[]).unwrap_err();
         assert!(err.contains("UNSPECIFIED"), "{err}");
-    }
-
-    #[test]
-    fn ready_follows_the_first_blocking_condition() {
-        let c = OperatorConditions {
-            plugin_available: Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", "ok"),
-            extensions_resolved: Condition::new(
-                types::EXTENSIONS_RESOLVED,
-                false,
-                "ExtensionNotFound",
-                "x missing",
-            ),
-            reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
-        };
-        let ready = c.ready();
-        assert_eq!(
-            (ready.status, ready.reason.as_str()),
-            ("False", "ExtensionNotFound")
-        );
-    }
-
-    #[test]
-    fn transition_time_is_kept_while_status_is_unchanged() {
-        let previous = json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
-        let same = render_conditions(
-            Some(&previous),
-            &[Condition::new("Ready", true, "R", "")],
-            Some(3),
-        );
-        assert_eq!(same[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
-        assert_eq!(same[0]["observedGeneration"], 3);
-        let flipped = render_conditions(
-            Some(&previous),
-            &[Condition::new("Ready", false, "R", "")],
-            None,
-        );
-        assert_ne!(flipped[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
     }
 }

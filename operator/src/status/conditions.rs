@@ -1,0 +1,178 @@
+//! The operator's conditions: one condition, the four the operator owns,
+//! and rendering them into `status.conditions` with stable transition times.
+
+use serde_json::{Value, json};
+
+use super::types;
+
+/// A condition to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// CamelCase type.
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message for humans.
+    pub message: String,
+}
+
+impl Condition {
+    /// A condition that holds (`ok`) or not.
+    pub fn new(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: if ok { "True" } else { "False" },
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A condition whose status is not known yet.
+    pub fn unknown(type_: &str, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: "Unknown",
+            ..Self::new(type_, false, reason, message)
+        }
+    }
+
+    /// Whether it holds.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// The operator's three conditions; [`OperatorConditions::ready`] derives
+/// `Ready` from them.
+#[derive(Clone, Debug)]
+pub struct OperatorConditions {
+    /// `PluginAvailable`.
+    pub plugin_available: Condition,
+    /// `ExtensionsResolved`.
+    pub extensions_resolved: Condition,
+    /// `Reconciled`.
+    pub reconciled: Condition,
+}
+
+impl OperatorConditions {
+    /// `Ready`: true when the others are; else false with the reason and
+    /// message of the first one that is not.
+    pub fn ready(&self) -> Condition {
+        let parts = [
+            &self.plugin_available,
+            &self.extensions_resolved,
+            &self.reconciled,
+        ];
+        match parts.into_iter().find(|c| !c.is_true()) {
+            None => Condition::new(
+                types::READY,
+                true,
+                "Reconciled",
+                self.reconciled.message.clone(),
+            ),
+            Some(blocking) => Condition::new(
+                types::READY,
+                false,
+                &blocking.reason,
+                blocking.message.clone(),
+            ),
+        }
+    }
+
+    /// All four, `Ready` first.
+    pub fn all(&self) -> Vec<Condition> {
+        vec![
+            self.ready(),
+            self.plugin_available.clone(),
+            self.extensions_resolved.clone(),
+            self.reconciled.clone(),
+        ]
+    }
+}
+
+/// The condition `type_` among `conditions` (an object's
+/// `status.conditions`), if there is one.
+pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+    conditions?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// Renders conditions as Kubernetes condition objects, keeping each
+/// `lastTransitionTime` from `previous` (the object's current
+/// `status.conditions`) when the status did not change.
+pub fn render_conditions(
+    previous: Option<&Value>,
+    conditions: &[Condition],
+    generation: Option<i64>,
+) -> Vec<Value> {
+    // Whole seconds, like metav1.Time.
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    conditions
+        .iter()
+        .map(|c| {
+            let before = find_condition(previous, &c.type_);
+            let since = before
+                .filter(|p| p.get("status").and_then(Value::as_str) == Some(c.status))
+                .and_then(|p| p.get("lastTransitionTime").and_then(Value::as_str))
+                .map_or_else(|| now.clone(), str::to_owned);
+            let mut out = json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": since,
+            });
+            if let Some(g) = generation {
+                out["observedGeneration"] = json!(g);
+            }
+            out
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_follows_the_first_blocking_condition() {
+        let c = OperatorConditions {
+            plugin_available: Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", "ok"),
+            extensions_resolved: Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                false,
+                "ExtensionNotFound",
+                "x missing",
+            ),
+            reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
+        };
+        let ready = c.ready();
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            ("False", "ExtensionNotFound")
+        );
+    }
+
+    #[test]
+    fn transition_time_is_kept_while_status_is_unchanged() {
+        let previous = json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
+        let same = render_conditions(
+            Some(&previous),
+            &[Condition::new("Ready", true, "R", "")],
+            Some(3),
+        );
+        assert_eq!(same[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert_eq!(same[0]["observedGeneration"], 3);
+        let flipped = render_conditions(
+            Some(&previous),
+            &[Condition::new("Ready", false, "R", "")],
+            None,
+        );
+        assert_ne!(flipped[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+}
