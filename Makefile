@@ -285,8 +285,8 @@ clippy: ## clippy on every target, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 .PHONY: rustdoc
-rustdoc: ## cargo doc of the workspace: broken or private links in the docs are errors
-	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --workspace --no-deps
+rustdoc: ## cargo doc of the workspace, private items included: a broken or ambiguous link is an error
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --workspace --no-deps --document-private-items
 
 .PHONY: go-vet
 go-vet: ## go vet and gofmt check of testenv

@@ -38,7 +38,7 @@
 //! ```
 //!
 //! Or run everything the binary runs (registry, controller, `/metrics`,
-//! `/healthz`, `/readyz`, leader election) with [`run`].
+//! `/healthz`, `/readyz`, leader election) with [`run`](fn@run).
 //!
 //! `examples/embedded-operator` in the repository is a whole operator built
 //! this way.

@@ -90,7 +90,7 @@ struct Restartable {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
-    /// The kube-testenv program. Default: [`testenv_binary`](crate::testenv_binary).
+    /// The kube-testenv program. Default: [`testenv_binary`].
     pub binary: Option<PathBuf>,
     /// Where etcd's data, the certificates, the service-account signing key,
     /// the logs (`control-plane.log`) and, by default, the kubeconfig live

@@ -52,7 +52,7 @@
 //! time; a second one on it fails at once, naming the first one's pid. One made
 //! by the crate (no `data_dir` given) is removed when the [`ControlPlane`] is
 //! dropped; a given one is kept, and a later [`ControlPlane::start_with`] on it
-//! and the same port serves its data again. The shared [`control_plane`] cannot
+//! and the same port serves its data again. The shared [`control_plane`](fn@control_plane) cannot
 //! be stopped.
 //!
 //! What it is not: only the API server and etcd run. No kube-controller-manager,

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! # Expected flow
-//! - [`references`] reads the list; a malformed entry is a problem named in
+//! - [`references`](fn@references) reads the list; a malformed entry is a problem named in
 //!   the `ExtensionsResolved` condition, not a crash.
 //! - [`Extensions::resolve`] finds each kind with API discovery (any group,
 //!   any CRD), starts one watch per kind, and reads the objects from that
@@ -45,8 +45,15 @@
 //! - The cache holds every object of each referenced kind in the watched
 //!   namespace(s), like any kube-rs reflector.
 
+mod allow;
+mod references;
+mod resolution;
 mod seen;
 mod watch;
+
+pub use allow::AllowList;
+pub(crate) use references::{ExtensionRef, references};
+pub(crate) use resolution::{Problem, Resolution};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -56,235 +63,11 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::metrics::ReconcileMetrics;
-use crate::status::{Condition, types};
 use seen::{ExtKey, Seen, SeenTable};
 use watch::KindWatch;
-
-/// One entry of the extensions list.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ExtensionRef {
-    /// `group/version`.
-    pub api_version: String,
-    /// Kind.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ExtensionRef {
-    /// The API group (empty for the core group).
-    pub(crate) fn group(&self) -> &str {
-        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
-    }
-
-    fn gvk(&self) -> GroupVersionKind {
-        let (group, version) = self
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", &self.api_version));
-        GroupVersionKind::gvk(group, version, &self.kind)
-    }
-}
-
-impl std::fmt::Display for ExtensionRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} {}", self.api_version, self.kind, self.name)
-    }
-}
-
-/// Reads the references at `path` (e.g. `["spec", "extensions"]`) of `obj`.
-/// A missing field means no extensions.
-///
-/// # Errors
-/// A message naming the field and the entry when the list is malformed.
-pub(crate) fn references(
-    obj: &DynamicObject,
-    path: &[String],
-) -> Result<Vec<ExtensionRef>, String> {
-    let field = path.join(".");
-    let mut value = &obj.data;
-    for key in path {
-        match value.get(key) {
-            Some(v) => value = v,
-            None => return Ok(Vec::new()),
-        }
-    }
-    let Some(items) = value.as_array() else {
-        if value.is_null() {
-            return Ok(Vec::new());
-        }
-        return Err(format!("{field} must be a list of object references"));
-    };
-    let base_ns = obj.namespace();
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let get = |key: &str| item.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let (Some(api_version), Some(kind), Some(name)) =
-                (get("apiVersion"), get("kind"), get("name"))
-            else {
-                return Err(format!(
-                    "{field}[{i}] needs apiVersion, kind and name"
-                ));
-            };
-            if let Some(ns) = get("namespace")
-                && Some(ns) != base_ns.as_deref()
-            {
-                return Err(format!(
-                    "{field}[{i}] ({kind} {name}) is in namespace {ns}; extensions must be in the base object's namespace"
-                ));
-            }
-            Ok(ExtensionRef {
-                api_version: api_version.to_owned(),
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-            })
-        })
-        .collect()
-}
-
-/// The extension kinds the operator will read (`--extension-kind`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AllowList {
-    kinds: Vec<(String, String)>,
-}
-
-impl AllowList {
-    /// Allows `(group, kind)` pairs; the core group is `""`.
-    pub fn new(kinds: impl IntoIterator<Item = (String, String)>) -> Self {
-        Self {
-            kinds: kinds.into_iter().collect(),
-        }
-    }
-
-    /// Parses `GROUP/KIND` (`core/ConfigMap` or `/ConfigMap` for the core
-    /// group).
-    ///
-    /// # Errors
-    /// A message with the expected form.
-    pub fn parse_kind(s: &str) -> Result<(String, String), String> {
-        match s.rsplit_once('/') {
-            Some((group, kind)) if !kind.is_empty() => {
-                let group = if group == "core" { "" } else { group };
-                Ok((group.to_owned(), kind.to_owned()))
-            }
-            _ => Err(format!(
-                "{s:?}: expected GROUP/KIND, e.g. myorg.org/DatabaseTablePostgreSqlExtension (core/ConfigMap for the core group)"
-            )),
-        }
-    }
-
-    fn allows(&self, group: &str, kind: &str) -> bool {
-        self.kinds
-            .iter()
-            .any(|(g, k)| g.eq_ignore_ascii_case(group) && k == kind)
-    }
-
-    /// Checks at start-up that the API server serves every allowed kind: a
-    /// misspelt `--extension-kind`, or one whose CRD is missing, would
-    /// otherwise show only later, as `ExtensionKindNotServed` on each
-    /// object that references it.
-    ///
-    /// # Errors
-    /// [`crate::Error::Config`] naming each kind that is not served and
-    /// what to do.
-    pub async fn check_served(&self, client: &kube::Client) -> Result<(), crate::Error> {
-        let mut missing = Vec::new();
-        for (group, kind) in &self.kinds {
-            let served = match kube::discovery::group(client, group).await {
-                Ok(api_group) => api_group.recommended_kind(kind).is_some(),
-                // A group that is not served at all is the same finding;
-                // any other error is the API server's.
-                Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-                    false
-                }
-                Err(e) => return Err(crate::Error::Kube(e)),
-            };
-            if !served {
-                let group = if group.is_empty() { "core" } else { group };
-                missing.push(format!("{group}/{kind}"));
-            }
-        }
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(crate::Error::Config(format!(
-            "--extension-kind {}: the API server does not serve {}; check the spelling \
-             (GROUP/Kind, the Kind in CamelCase) and that the CRD is installed (kubectl get crd), \
-             or remove the flag",
-            missing.join(", "),
-            if missing.len() == 1 { "it" } else { "them" }
-        )))
-    }
-}
-
-/// Why a reference was not resolved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Problem {
-    /// The kind may not be an extension (not allow-listed, the base kind,
-    /// cluster-scoped).
-    NotAllowed,
-    /// The API server does not serve the kind.
-    KindNotServed,
-    /// The object does not exist.
-    NotFound,
-}
-
-impl Problem {
-    /// The condition reason.
-    pub(crate) fn reason(self) -> &'static str {
-        match self {
-            Self::NotAllowed => "ExtensionNotAllowed",
-            Self::KindNotServed => "ExtensionKindNotServed",
-            Self::NotFound => "ExtensionNotFound",
-        }
-    }
-}
-
-/// What [`Extensions::resolve`] found.
-#[derive(Debug, Default)]
-pub(crate) struct Resolution {
-    /// Extensions that exist, in reference order.
-    pub found: Vec<DynamicObject>,
-    /// One message per reference that could not be resolved.
-    pub problems: Vec<(Problem, String)>,
-    /// One message per kind whose watch has not listed yet; the base is
-    /// reconciled again once it has.
-    pub waiting: Vec<String>,
-}
-
-impl Resolution {
-    /// The `ExtensionsResolved` condition this resolution amounts to.
-    pub(crate) fn condition(&self) -> Condition {
-        if let Some((first, _)) = self.problems.first() {
-            let messages: Vec<&str> = self.problems.iter().map(|(_, m)| m.as_str()).collect();
-            Condition::new(
-                types::EXTENSIONS_RESOLVED,
-                false,
-                first.reason(),
-                messages.join("; "),
-            )
-        } else if !self.waiting.is_empty() {
-            Condition::unknown(
-                types::EXTENSIONS_RESOLVED,
-                "WaitingForExtensionWatch",
-                self.waiting.join("; "),
-            )
-        } else {
-            Condition::new(
-                types::EXTENSIONS_RESOLVED,
-                true,
-                "Resolved",
-                format!("{} extension(s) found", self.found.len()),
-            )
-        }
-    }
-}
 
 type BaseRef = ObjectRef<DynamicObject>;
 
@@ -548,76 +331,5 @@ impl Extensions {
             .unwrap_or_else(|e| e.into_inner())
             .insert(gvk, found.clone());
         Ok(found)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(data: Value) -> DynamicObject {
-        let mut o: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
-            "metadata": {"name": "users", "namespace": "ns"},
-        }))
-        .unwrap();
-        o.data = data;
-        o
-    }
-
-    fn path() -> Vec<String> {
-        vec!["spec".into(), "extensions".into()]
-    }
-
-    #[test]
-    fn reads_references() {
-        let o = obj(json!({"spec": {"extensions": [
-            {"apiVersion": "myorg.org/v1alpha1", "kind": "PgExt", "name": "users"},
-            {"apiVersion": "myorg.org/v1alpha1", "kind": "MariaExt", "name": "users", "namespace": "ns"},
-        ]}}));
-        let refs = references(&o, &path()).unwrap();
-        assert_eq!(refs.len(), 2);
-        assert_eq!(refs[0].group(), "myorg.org");
-        assert_eq!(refs[1].kind, "MariaExt");
-    }
-
-    #[test]
-    fn missing_field_means_none() {
-        assert!(
-            references(&obj(json!({"spec": {}})), &path())
-                .unwrap()
-                .is_empty()
-        );
-        assert!(references(&obj(json!({})), &path()).unwrap().is_empty());
-    }
-
-    #[test]
-    fn malformed_entries_are_named() {
-        let err = references(
-            &obj(json!({"spec": {"extensions": [{"kind": "X"}]}})),
-            &path(),
-        )
-        .unwrap_err();
-        assert!(err.contains("spec.extensions[0]"), "{err}");
-        let err = references(&obj(json!({"spec": {"extensions": "users"}})), &path()).unwrap_err();
-        assert!(err.contains("must be a list"), "{err}");
-        let err = references(
-            &obj(json!({"spec": {"extensions": [{"apiVersion": "a/v1", "kind": "X", "name": "n", "namespace": "other"}]}})),
-            &path(),
-        )
-        .unwrap_err();
-        assert!(err.contains("namespace other"), "{err}");
-    }
-
-    #[test]
-    fn core_group_api_version() {
-        let r = ExtensionRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "x".into(),
-        };
-        assert_eq!(r.group(), "");
-        assert_eq!(r.gvk(), GroupVersionKind::gvk("", "v1", "ConfigMap"));
     }
 }

@@ -14,7 +14,7 @@
 //! 4. Each call ends in an [`Outcome`] ([`outcome`]), the one place that
 //!    says what it means: the `Reconciled` condition, the Warning Event, the
 //!    metric label and when to look again.
-//! 5. [`write`]: every write to the API server (statuses, finalizer,
+//! 5. [`write`](mod@write): every write to the API server (statuses, finalizer,
 //!    annotations) and every Event.
 //!
 //! An object annotated `kplug.io/reselect` is moved ([`reselect`]); a
@@ -263,7 +263,7 @@ pub(crate) fn object_key(obj: &DynamicObject) -> String {
 ///
 /// # Errors
 /// [`ReconcileError`] when the API server refuses a read or a write; the
-/// controller then retries with [`error_policy`]'s backoff.
+/// controller then retries with [`Delegate::error_policy`](crate::Delegate::error_policy)'s backoff.
 pub(crate) async fn reconcile<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
