@@ -1,8 +1,9 @@
-//! `kplug-operator`: the generic operator binary. See `--help`.
+//! The command line: every flag, its `--help` text and environment
+//! variable, the parsers of its values, and the library configuration built
+//! from it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
@@ -10,7 +11,6 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_operator::{AllowList, LeaderElection, RegistryConfig, SelectionMode, Settings};
 use kube::runtime::events::Reporter;
-use tracing_subscriber::EnvFilter;
 
 /// Delegates the reconciliation of one custom resource kind to plugins
 /// running as sidecar containers next to this operator.
@@ -28,7 +28,7 @@ use tracing_subscriber::EnvFilter;
 /// $KUBECONFIG, or ~/.kube/config. Logs: RUST_LOG (default info).
 #[derive(Debug, Parser)]
 #[command(name = "kplug-operator", version, verbatim_doc_comment)]
-struct Args {
+pub(crate) struct Args {
     /// The kind to manage, as <group>/<version>/<Kind>
     /// (e.g. myorg.org/v1alpha1/DatabaseTable)
     #[arg(long, env = "KPLUG_RESOURCE")]
@@ -239,136 +239,87 @@ fn path(field: &str) -> Vec<String> {
     field.split('.').map(str::to_owned).collect()
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    // Colours only for a person at a terminal, never in files or log
-    // collectors.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    let mut args = Args::parse();
-    let from_env = entries_from_env(std::env::vars(), "KPLUG_PLUGIN_UID_", parse_plugin_uid)
-        .and_then(|uids| {
-            let owners =
-                entries_from_env(std::env::vars(), "KPLUG_IMPLEMENTATION_OWNER_", parse_owner)?;
-            Ok((uids, owners))
+impl Args {
+    /// Adds the entries of the repeatable mapping flags that come from the
+    /// environment (`KPLUG_PLUGIN_UID_*`, `KPLUG_IMPLEMENTATION_OWNER_*`).
+    ///
+    /// # Errors
+    /// A message naming the variable and what is wrong with its value.
+    pub(crate) fn merge_env(&mut self, vars: &[(String, String)]) -> Result<(), String> {
+        let uids = entries_from_env(vars.iter().cloned(), "KPLUG_PLUGIN_UID_", parse_plugin_uid)?;
+        let owners = entries_from_env(
+            vars.iter().cloned(),
+            "KPLUG_IMPLEMENTATION_OWNER_",
+            parse_owner,
+        )?;
+        self.plugin_uid.extend(uids);
+        self.implementation_owner.extend(owners);
+        Ok(())
+    }
+
+    /// The library's configuration. Events are reported as `reporter`, the
+    /// registry's on `operator_pod`; the Lease lives in `--lease-namespace`,
+    /// else the Pod's namespace, else `--namespace`, else `default`.
+    pub(crate) fn into_config(
+        self,
+        reporter: Reporter,
+        operator_pod: Option<ObjectReference>,
+        pod_namespace: Option<String>,
+    ) -> kplug_operator::Config {
+        let leader_election = self.leader_election.then(|| {
+            // <group>/<version>/<Kind>; a malformed one is reported by run().
+            let mut parts = self.resource.rsplit('/');
+            let (kind, group) = (parts.next(), parts.nth(1));
+            LeaderElection {
+                lease_name: self.lease_name.clone().unwrap_or_else(|| match kind {
+                    Some(kind) => {
+                        LeaderElection::default_lease_name(kind, group.unwrap_or_default())
+                    }
+                    None => "kplug-operator".to_owned(),
+                }),
+                lease_namespace: self
+                    .lease_namespace
+                    .clone()
+                    .or(pod_namespace)
+                    .or_else(|| self.namespace.clone())
+                    .unwrap_or_else(|| "default".to_owned()),
+                identity: LeaderElection::default_identity(),
+                duration: self.lease_duration,
+                // Renew a third of the way before expiry (at least 1 s).
+                grace: (self.lease_duration / 3).max(Duration::from_secs(1)),
+            }
         });
-    match from_env {
-        Ok((uids, owners)) => {
-            args.plugin_uid.extend(uids);
-            args.implementation_owner.extend(owners);
+        kplug_operator::Config {
+            resource: self.resource,
+            namespace: self.namespace,
+            registry: RegistryConfig {
+                socket_dir: self.socket_dir,
+                heartbeat_ttl: self.heartbeat_ttl,
+                heartbeat_interval: self.heartbeat_interval,
+                call_timeout: self.call_timeout,
+                max_in_flight: self.max_in_flight,
+                max_response_bytes: self.max_response_size,
+                max_plugins: self.max_plugins,
+                implementation_owners: self.implementation_owner,
+                plugin_uids: self.plugin_uid,
+                ..RegistryConfig::default()
+            },
+            settings: Settings {
+                selection: self.selection,
+                extensions_field: path(&self.extensions_field),
+                preferred_field: path(&self.preferred_field),
+                finalizer: self.finalizer,
+                resync: self.resync,
+                ..Settings::default()
+            },
+            metrics_addr: Some(self.metrics_addr),
+            concurrency: self.workers,
+            leader_election,
+            extension_kinds: AllowList::new(self.extension_kind),
+            max_reconciles_per_plugin: self.max_reconciles_per_plugin,
+            reporter,
+            operator_pod,
         }
-        Err(error) => {
-            eprintln!("kplug-operator: {error}");
-            return ExitCode::from(2);
-        }
-    }
-    let client = match kube::Client::try_default().await {
-        Ok(client) => client,
-        Err(error) => {
-            eprintln!(
-                "kplug-operator: cannot reach the Kubernetes API: {error}\nRun in-cluster, or set KUBECONFIG."
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let leader_election = args.leader_election.then(|| {
-        // <group>/<version>/<Kind>; a malformed one is reported by run().
-        let mut parts = args.resource.rsplit('/');
-        let (kind, group) = (parts.next(), parts.nth(1));
-        LeaderElection {
-            lease_name: args.lease_name.clone().unwrap_or_else(|| match kind {
-                Some(kind) => LeaderElection::default_lease_name(kind, group.unwrap_or_default()),
-                None => "kplug-operator".to_owned(),
-            }),
-            lease_namespace: args
-                .lease_namespace
-                .clone()
-                .or_else(|| {
-                    std::env::var("POD_NAMESPACE")
-                        .ok()
-                        .filter(|n| !n.is_empty())
-                })
-                .or_else(|| args.namespace.clone())
-                .unwrap_or_else(|| "default".to_owned()),
-            identity: LeaderElection::default_identity(),
-            duration: args.lease_duration,
-            // Renew a third of the way before expiry (at least 1 s).
-            grace: (args.lease_duration / 3).max(Duration::from_secs(1)),
-        }
-    });
-    let config = kplug_operator::Config {
-        resource: args.resource,
-        namespace: args.namespace,
-        registry: RegistryConfig {
-            socket_dir: args.socket_dir,
-            heartbeat_ttl: args.heartbeat_ttl,
-            heartbeat_interval: args.heartbeat_interval,
-            call_timeout: args.call_timeout,
-            max_in_flight: args.max_in_flight,
-            max_response_bytes: args.max_response_size,
-            max_plugins: args.max_plugins,
-            implementation_owners: args.implementation_owner,
-            plugin_uids: args.plugin_uid,
-            ..RegistryConfig::default()
-        },
-        settings: Settings {
-            selection: args.selection,
-            extensions_field: path(&args.extensions_field),
-            preferred_field: path(&args.preferred_field),
-            finalizer: args.finalizer,
-            resync: args.resync,
-            ..Settings::default()
-        },
-        metrics_addr: Some(args.metrics_addr),
-        concurrency: args.workers,
-        leader_election,
-        extension_kinds: AllowList::new(args.extension_kind),
-        max_reconciles_per_plugin: args.max_reconciles_per_plugin,
-        reporter: Reporter {
-            controller: "kplug-operator".into(),
-            instance: pod_env("POD_NAME"),
-        },
-        operator_pod: operator_pod(),
-    };
-    match kplug_operator::run(client, config, shutdown_signal()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("kplug-operator: {error}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// A non-empty environment variable (set by the Deployment with the
-/// downward API).
-fn pod_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// The operator's own Pod, from `POD_NAME` and `POD_NAMESPACE`: where
-/// registry Events are recorded.
-fn operator_pod() -> Option<ObjectReference> {
-    Some(ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(pod_env("POD_NAME")?),
-        namespace: Some(pod_env("POD_NAMESPACE")?),
-        ..ObjectReference::default()
-    })
-}
-
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }
 

@@ -1,0 +1,79 @@
+//! `kplug-operator`: the generic operator binary. See `--help`.
+
+mod args;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::Reporter;
+use tracing_subscriber::EnvFilter;
+
+use args::Args;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // Colours only for a person at a terminal, never in files or log
+    // collectors.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .init();
+    let mut args = Args::parse();
+    if let Err(error) = args.merge_env(&std::env::vars().collect::<Vec<_>>()) {
+        eprintln!("kplug-operator: {error}");
+        return ExitCode::from(2);
+    }
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!(
+                "kplug-operator: cannot reach the Kubernetes API: {error}\nRun in-cluster, or set KUBECONFIG."
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let reporter = Reporter {
+        controller: "kplug-operator".into(),
+        instance: pod_env("POD_NAME"),
+    };
+    let config = args.into_config(reporter, operator_pod(), pod_env("POD_NAMESPACE"));
+    match kplug_operator::run(client, config, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kplug-operator: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A non-empty environment variable (set by the Deployment with the
+/// downward API).
+fn pod_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The operator's own Pod, from `POD_NAME` and `POD_NAMESPACE`: where
+/// registry Events are recorded.
+fn operator_pod() -> Option<ObjectReference> {
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod_env("POD_NAME")?),
+        namespace: Some(pod_env("POD_NAMESPACE")?),
+        ..ObjectReference::default()
+    })
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
