@@ -4,26 +4,21 @@
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::Stream;
 use kube::api::DynamicObject;
-use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::backoff::{Backoff, FailureTracker};
-use crate::events::Events;
-use crate::extensions::{AllowList, Extensions};
-use crate::metrics::ReconcileMetrics;
-use crate::reconcile::{self, Core, Live, ReconcileError, Settings};
+mod builder;
+
+pub use builder::DelegateBuilder;
+
+use crate::reconcile::{self, Core, Live, ReconcileError};
 use crate::registry::Registry;
-use crate::share::Shares;
-use crate::target::Target;
 use crate::waiting::{Wakeups, wake_on_changes};
 
 type Wake = ObjectRef<DynamicObject>;
@@ -62,7 +57,7 @@ type Wake = ObjectRef<DynamicObject>;
 ///   [`Delegate::wants`] tells which changes matter (see `run.rs`, which
 ///   filters with it).
 /// - One `Delegate` per kind and per process: the status it writes is
-///   owned by its field manager ([`Settings::field_manager`]).
+///   owned by its field manager ([`Settings::field_manager`](crate::Settings::field_manager)).
 ///
 /// # Errors
 /// [`Delegate::reconcile`] fails only when the API server refuses a read or
@@ -108,17 +103,7 @@ where
         registry: &Registry,
         dyntype: K::DynamicType,
     ) -> DelegateBuilder<K> {
-        DelegateBuilder {
-            client,
-            registry: registry.clone(),
-            dyntype,
-            reporter: Reporter::from("kplug-operator"),
-            metrics: None,
-            settings: Settings::default(),
-            extension_kinds: AllowList::default(),
-            namespace: None,
-            max_reconciles_per_plugin: 6,
-        }
+        DelegateBuilder::new(client, registry.clone(), dyntype)
     }
 
     /// Reconciles `obj`: see the type's docs. Returns when to look again.
@@ -226,128 +211,6 @@ where
         });
     }
     Ok(dynamic)
-}
-
-/// Builds a [`Delegate`]; see [`Delegate::builder`].
-#[must_use = "a builder does nothing until .build()"]
-pub struct DelegateBuilder<K: Resource> {
-    client: kube::Client,
-    registry: Registry,
-    dyntype: K::DynamicType,
-    reporter: Reporter,
-    metrics: Option<ReconcileMetrics>,
-    settings: Settings,
-    extension_kinds: AllowList,
-    namespace: Option<String>,
-    max_reconciles_per_plugin: u16,
-}
-
-impl<K> DelegateBuilder<K>
-where
-    K: Resource + Clone + Serialize + Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
-{
-    /// Who reports the Events (default `kplug-operator`); a plugin's own
-    /// Events are reported as `<controller>/<plugin>`.
-    pub fn reporter(mut self, reporter: Reporter) -> Self {
-        self.reporter = reporter;
-        self
-    }
-
-    /// Registers the delegate's metrics (`kplug_reconcile_total`,
-    /// `kplug_extension_watches`) in `registry`.
-    pub fn metrics(mut self, registry: &mut prometheus_client::registry::Registry) -> Self {
-        self.metrics = Some(ReconcileMetrics::register(registry));
-        self
-    }
-
-    /// Selection, fields, finalizer, field manager and resync period.
-    pub fn settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
-    }
-
-    /// The extension kinds objects may reference (none by default).
-    pub fn extension_kinds(mut self, kinds: AllowList) -> Self {
-        self.extension_kinds = kinds;
-        self
-    }
-
-    /// Watch extensions in this namespace only (all by default); match the
-    /// namespace your `Controller` watches.
-    pub fn namespace(mut self, namespace: Option<String>) -> Self {
-        self.namespace = namespace;
-        self
-    }
-
-    /// Reconciles one plugin may have in progress (default 6). Keep it
-    /// below your `Controller`'s concurrency, so that a plugin that hangs
-    /// cannot take every worker.
-    pub fn max_reconciles_per_plugin(mut self, max: u16) -> Self {
-        self.max_reconciles_per_plugin = max;
-        self
-    }
-
-    /// Checks the kind and the extension kinds on the API server, and
-    /// builds the delegate.
-    ///
-    /// # Errors
-    /// [`crate::Error::Resource`] when `K` is not served or has no
-    /// `/status` subresource, and [`crate::Error::Config`] when an
-    /// extension kind is not served.
-    pub async fn build(self) -> Result<Delegate<K>, crate::Error> {
-        let gvk = GroupVersionKind::gvk(
-            &K::group(&self.dyntype),
-            &K::version(&self.dyntype),
-            &K::kind(&self.dyntype),
-        );
-        let target = Target::discover(&self.client, &gvk).await?;
-        self.extension_kinds.check_served(&self.client).await?;
-        // Without a registry the metrics are kept but exported nowhere.
-        let metrics = self.metrics.unwrap_or_default();
-        let (wake, woken) = mpsc::unbounded_channel();
-        let extensions = Extensions::new(
-            self.client.clone(),
-            target.api_resource.clone(),
-            self.namespace,
-            self.extension_kinds,
-            metrics.clone(),
-            wake.clone(),
-        );
-        let core = Core {
-            events: Events::new(self.client.clone(), self.reporter, None),
-            client: self.client,
-            target,
-            backend: Live {
-                registry: self.registry.clone(),
-                extensions,
-            },
-            metrics,
-            settings: self.settings,
-            failures: FailureTracker::new(Backoff::new(
-                Duration::from_millis(500),
-                Duration::from_secs(300),
-            )),
-            waiting: Arc::default(),
-            shares: Shares::new(self.max_reconciles_per_plugin.into()),
-            written: Arc::default(),
-        };
-        Ok(Delegate {
-            core: Arc::new(core),
-            dyntype: self.dyntype,
-            wake,
-            woken: Arc::new(tokio::sync::Mutex::new(woken)),
-            registry: self.registry,
-        })
-    }
-}
-
-impl<K: Resource> Debug for DelegateBuilder<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DelegateBuilder")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Aborts its task when dropped.

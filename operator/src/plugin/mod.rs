@@ -18,80 +18,12 @@ use kplug_proto::v1::{
 use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
 
+mod call_error;
+
+pub use call_error::CallError;
+
 use crate::metrics::PluginMetrics;
 use crate::selection::Candidate;
-
-/// A call to a plugin that did not produce a response.
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    /// The plugin did not answer within the deadline.
-    #[error("plugin {plugin} did not answer {call} within {after:?}; it may be hung or overloaded")]
-    Timeout {
-        /// The plugin name.
-        plugin: String,
-        /// The call, e.g. `Reconcile`.
-        call: &'static str,
-        /// The deadline.
-        after: Duration,
-    },
-    /// The plugin could not be reached (it exited, is restarting or draining).
-    #[error("plugin {plugin} is unreachable for {call}: {message}")]
-    Unavailable {
-        /// The plugin name.
-        plugin: String,
-        /// The call.
-        call: &'static str,
-        /// What the transport said.
-        message: String,
-    },
-    /// The plugin answered with a gRPC error.
-    #[error("plugin {plugin} failed {call}: {code:?}: {message}")]
-    Status {
-        /// The plugin name.
-        plugin: String,
-        /// The call.
-        call: &'static str,
-        /// The gRPC code.
-        code: tonic::Code,
-        /// The gRPC message.
-        message: String,
-    },
-    /// No ready instance of the plugin is registered.
-    #[error("plugin {plugin} is not registered (or not ready)")]
-    Gone {
-        /// The plugin name.
-        plugin: String,
-    },
-    /// The response was larger than the operator decodes.
-    #[error(
-        "plugin {plugin} answered {call} with more than {limit} bytes, the most the operator reads (--max-response-size); nothing of it was used: report less status"
-    )]
-    TooLarge {
-        /// The plugin name.
-        plugin: String,
-        /// The call.
-        call: &'static str,
-        /// The bound, in bytes.
-        limit: usize,
-    },
-}
-
-impl CallError {
-    /// Whether retrying (possibly on a newer instance) may help.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. } | Self::Gone { .. })
-    }
-
-    /// A CamelCase reason for conditions and Events.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Timeout { .. } => "PluginTimeout",
-            Self::Unavailable { .. } | Self::Gone { .. } => "PluginUnreachable",
-            Self::Status { .. } => "PluginError",
-            Self::TooLarge { .. } => "PluginResponseTooLarge",
-        }
-    }
-}
 
 /// A plugin process that registered by heartbeat and passed the handshake.
 #[derive(Debug)]
