@@ -1,4 +1,5 @@
-//! Outcomes of reconciling an object that is not being deleted.
+//! One reconcile call and what it does: extensions held or sent, retry
+//! and failure, refused statuses, and the calls that are not made.
 
 use std::time::Duration;
 
@@ -6,131 +7,10 @@ use kplug_proto::v1::{Capability, Outcome as Answer};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::{RESYNC, World, greeting, ok, recorded, with_outcome};
+use super::{RESYNC, World, greeting, hello, ok, recorded, with_outcome};
 use crate::plugin::CallError;
-use crate::reconcile::{SelectionMode, Settings};
+use crate::reconcile::Settings;
 use crate::share::BUSY_REQUEUE;
-
-fn hello() -> serde_json::Value {
-    greeting(json!({"preferredImplementation": "Hello"}))
-}
-
-#[tokio::test]
-async fn no_plugin_waits_and_says_where_plugins_register() {
-    let world = World::new();
-    let action = world.reconcile(&hello()).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    let (status, reason, message) = world.condition("PluginAvailable");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "NoPlugin"));
-    assert!(
-        message.contains("/var/run/kplug/registry.sock"),
-        "{message}"
-    );
-    assert_eq!(world.condition("Ready").1, "NoPlugin");
-    assert_eq!(world.events(), [("Warning".into(), "NoPlugin".into())]);
-    assert!(world.counted("waiting"));
-}
-
-#[tokio::test]
-async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
-    let world = World::new();
-    world.plugin("hello", "Hello").plugin("other", "Bonjour");
-    world
-        .core
-        .backend
-        .answer("hello", Ok(ok(json!({"greeting": "hello, world"}))));
-    let action = world.reconcile(&hello()).await.unwrap();
-    assert_eq!(action, Action::requeue(RESYNC));
-    let applies = world.api.applies();
-    // The choice, then the plugin's status, then the outcome.
-    assert_eq!(applies[0].manager, "kplug-operator");
-    assert_eq!(applies[0].status["implementation"], "Hello");
-    assert_eq!(applies[0].status["plugin"], "hello");
-    assert_eq!(applies[1].manager, "kplug-plugin-hello");
-    assert_eq!(applies[1].status, json!({"greeting": "hello, world"}));
-    let (status, reason, message) = world.condition("Reconciled");
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "ReconcileSucceeded")
-    );
-    assert_eq!(message, "plugin hello 1.0.0: hello");
-    assert_eq!(world.condition("Ready").0, "True");
-    assert_eq!(
-        world.events(),
-        [("Normal".into(), "ImplementationSelected".into())]
-    );
-    let finalizer = &world.api.patches()[0].1;
-    assert_eq!(finalizer[0]["value"], json!(["kplug.io/finalizer"]));
-    assert_eq!(
-        world.core.backend.calls(),
-        [("hello".into(), "Reconcile", "Hello".into(), 0)]
-    );
-    assert!(world.counted("ok"));
-}
-
-#[tokio::test]
-async fn a_sticky_choice_whose_plugin_is_gone_waits_for_it() {
-    let world = World::new();
-    world.plugin("other", "Bonjour");
-    let obj = recorded(hello(), "Hello", "hello");
-    let action = world.reconcile(&obj).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    let (status, reason, message) = world.condition("PluginAvailable");
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "PluginUnavailable")
-    );
-    assert!(message.contains("sticky"), "{message}");
-    // Not moved: the recorded choice is written again, nobody is called.
-    assert_eq!(world.operator_status()["implementation"], "Hello");
-    assert!(world.core.backend.calls().is_empty());
-}
-
-#[tokio::test]
-async fn a_preference_no_plugin_offers_is_a_warning_once() {
-    let world = World::new();
-    world.plugin("other", "Bonjour");
-    world.core.backend.answer("other", Ok(ok(json!({}))));
-    let obj = greeting(json!({"preferredImplementation": "Pyhton"}));
-    world.reconcile(&obj).await.unwrap();
-    let (status, reason, _) = world.condition("PluginAvailable");
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "PreferenceNotOffered")
-    );
-    assert!(
-        world
-            .events()
-            .contains(&("Warning".into(), "PreferenceNotOffered".into()))
-    );
-    // The reason is on the object now: no second Event.
-    let mut again = recorded(obj, "Bonjour", "other");
-    again["status"]["conditions"] = world.operator_status()["conditions"].clone();
-    world.core.backend.answer("other", Ok(ok(json!({}))));
-    let before = world.events().len();
-    world.reconcile(&again).await.unwrap();
-    assert_eq!(world.events().len(), before);
-}
-
-#[tokio::test]
-async fn the_start_up_grace_waits_for_the_preferred_implementation() {
-    let world = World::new();
-    world.plugin("other", "Bonjour");
-    world.core.backend.set_grace([Some(Duration::from_secs(9))]);
-    let action = world.reconcile(&hello()).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    assert_eq!(world.condition("PluginAvailable").1, "WaitingForPreferred");
-    assert!(world.events().is_empty(), "routine: no Event");
-    // The grace ends between the plan and the wait: look again at once.
-    world
-        .core
-        .backend
-        .set_grace([Some(Duration::from_secs(1)), None]);
-    assert_eq!(
-        world.reconcile(&hello()).await.unwrap(),
-        Action::requeue(Duration::ZERO)
-    );
-}
 
 #[tokio::test]
 async fn a_wake_that_took_the_object_first_is_not_doubled() {
@@ -380,40 +260,6 @@ async fn a_cache_behind_the_api_server_calls_no_plugin() {
         .unwrap();
     assert_eq!(action, Action::await_change());
     assert!(world.core.backend.calls().is_empty());
-}
-
-#[tokio::test]
-async fn with_every_plugin_the_first_failure_is_the_outcome() {
-    let settings = Settings {
-        selection: SelectionMode::All,
-        ..Settings::default()
-    };
-    let world = World::with(settings, 6);
-    world.plugin("a", "Alpha").plugin("b", "Beta");
-    world.core.backend.answer("a", Ok(ok(json!({}))));
-    world
-        .core
-        .backend
-        .answer("b", Ok(with_outcome(Answer::Failed, "no")));
-    let action = world.reconcile(&hello()).await.unwrap();
-    assert_eq!(action, Action::requeue(Duration::from_millis(500)));
-    assert_eq!(world.condition("Reconciled").2, "plugin b 1.0.0: no");
-    assert_eq!(world.condition("PluginAvailable").2, "a 1.0.0, b 1.0.0");
-    assert!(
-        world.operator_status().get("implementation").is_none(),
-        "nothing recorded"
-    );
-    assert!(world.counted("failed"));
-    world.core.backend.answer("a", Ok(ok(json!({}))));
-    world.core.backend.answer("b", Ok(ok(json!({}))));
-    assert_eq!(
-        world.reconcile(&hello()).await.unwrap(),
-        Action::requeue(RESYNC)
-    );
-    assert_eq!(
-        world.condition("Reconciled").2,
-        "plugin a 1.0.0: hello; plugin b 1.0.0: hello"
-    );
 }
 
 #[tokio::test]

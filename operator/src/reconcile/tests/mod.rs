@@ -5,6 +5,7 @@ mod apply;
 mod fake_api;
 mod fake_backend;
 mod finalize;
+mod selection;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,6 +124,11 @@ impl World {
         metrics::encode(&self.metrics)
             .contains(&format!("kplug_reconcile_total{{outcome=\"{outcome}\"}} 1"))
     }
+}
+
+/// A greeting that prefers the `Hello` implementation.
+fn hello() -> Value {
+    greeting(json!({"preferredImplementation": "Hello"}))
 }
 
 fn greeting(spec: Value) -> Value {
