@@ -706,3 +706,51 @@ async fn the_samples_are_valid_custom_resources() {
     assert_eq!(samples[1]["spec"]["storageEngine"], "InnoDB");
     assert_eq!(samples[2]["spec"]["partitionBy"], "hash");
 }
+
+// --- monitoring -------------------------------------------------------------------
+
+/// `manifests/monitoring` renders: the ServiceMonitor scrapes the operator's
+/// metrics Service by its labels and port name, and the dashboard ships as a
+/// ConfigMap Grafana's sidecar picks up. (The metric names the dashboard and
+/// the alerts use are checked against the operator's own metrics in
+/// `operator/src/metrics`.)
+#[test]
+fn monitoring_scrapes_the_operator_service_and_ships_the_dashboard() {
+    let dir = repo_root().join("manifests/monitoring");
+    let objects = documents(&kustomize_build(&dir).unwrap()).unwrap();
+    let service = the(&render("sqlite"), "Service", "kplug-operator-metrics").clone();
+    let monitor = the(&objects, "ServiceMonitor", "kplug-operator");
+    assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(
+            &service["metadata"]["labels"][key],
+            value,
+            "the ServiceMonitor selects {key}={value}: {}",
+            describe(&service)
+        );
+    }
+    let ports: Vec<&Value> = items(&service, "/spec/ports")
+        .iter()
+        .map(|p| &p["name"])
+        .collect();
+    for endpoint in items(monitor, "/spec/endpoints") {
+        assert!(
+            ports.contains(&&endpoint["port"]),
+            "{endpoint} not in {ports:?}"
+        );
+    }
+    the(&objects, "PrometheusRule", "kplug-operator");
+    let dashboard = the(&objects, "ConfigMap", "kplug-grafana-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: Value = serde_json::from_str(
+        dashboard["data"]["grafana-dashboard.json"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["uid"], "kplug-operator");
+}

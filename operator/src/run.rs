@@ -5,15 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::atomic::AtomicI64;
-
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use crate::delegate::Delegate;
@@ -109,12 +106,7 @@ pub async fn run(
         "managing"
     );
     let mut metrics = prometheus_client::registry::Registry::default();
-    let leader = Gauge::<i64, AtomicI64>::default();
-    metrics.register(
-        "kplug_leader",
-        "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
-        leader.clone(),
-    );
+    let leader = crate::metrics::register_leader(&mut metrics);
     let registry = Registry::new(config.registry.clone(), &mut metrics).record_events(
         client.clone(),
         config.reporter.clone(),

@@ -375,6 +375,13 @@ async fn a_hanging_plugin_hits_its_deadline() {
     )
     .await;
     w.create_table("fine", "PostgreSQL", json!({}), false).await;
+    w.create_table(
+        "refused",
+        "PostgreSQL",
+        json!({"kplug.test/behavior": "fail"}),
+        false,
+    )
+    .await;
     let stuck = w
         .table_until("stuck", "PluginTimeout", T, |t| {
             expect_condition(t, "Reconciled", "False", "PluginTimeout")
@@ -389,6 +396,50 @@ async fn a_hanging_plugin_hits_its_deadline() {
         expect_condition(t, "Ready", "True", "Reconciled")
     })
     .await;
+    w.table_until("refused", "the plugin's FAILED", T, |t| {
+        expect_condition(t, "Reconciled", "False", "PluginFailed")
+    })
+    .await;
+    // Each call is counted by what it came to, for the plugin that made it;
+    // the latency buckets end at the deadline.
+    let calls = |m: &str, outcome: &str| {
+        metric_sum(
+            m,
+            "kplug_plugin_calls_total",
+            &[
+                ("plugin", "postgresql"),
+                ("call", "Reconcile"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    let m = kplug_testenv::eventually("calls and objects counted", T, || async {
+        let m = w.metrics().await;
+        let objects = |ready| metric_sum(&m, "kplug_objects", &[("ready", ready)]);
+        (calls(&m, "timeout") >= 1.0
+            && calls(&m, "ok") >= 1.0
+            && calls(&m, "failed") >= 1.0
+            && objects("true") == 1.0
+            && objects("false") == 2.0)
+            .then_some(m.clone())
+            .ok_or(m)
+    })
+    .await;
+    assert_eq!(calls(&m, "invalid") + calls(&m, "error"), 0.0, "{m}");
+    for outcome in ["failed", "ok"] {
+        assert!(
+            metric_sum(
+                &m,
+                "kplug_reconcile_total",
+                &[("outcome", outcome), ("plugin", "postgresql")]
+            ) >= 1.0,
+            "{outcome}: {m}"
+        );
+    }
+    assert!(
+        m.contains("kplug_plugin_call_duration_seconds_bucket{le=\"2.0\",plugin=\"postgresql\",call=\"Reconcile\"}"),
+        "{m}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

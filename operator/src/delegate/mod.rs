@@ -17,6 +17,7 @@ mod builder;
 
 pub use builder::DelegateBuilder;
 
+use crate::metrics::ReadyCounts;
 use crate::reconcile::{self, Core, Live, ReconcileError};
 use crate::registry::Registry;
 use crate::waiting::{Wakeups, wake_on_changes};
@@ -142,6 +143,7 @@ where
         let dyntype = self.dyntype.clone();
         let snapshot = {
             let dyntype = self.dyntype.clone();
+            let store = store.clone();
             move || {
                 store
                     .state()
@@ -150,6 +152,16 @@ where
                     .collect()
             }
         };
+        {
+            let store = store.clone();
+            core.metrics.count_objects_with(move || {
+                let mut counts = ReadyCounts::default();
+                for obj in store.state() {
+                    counts.add(ready_status(obj.as_ref()).as_deref());
+                }
+                counts
+            });
+        }
         let follower = tokio::spawn(wake_on_changes(Wakeups {
             registry: self.registry.clone(),
             waiting: Arc::clone(&core.waiting),
@@ -185,6 +197,23 @@ where
     fn to_dynamic(&self, obj: &K) -> Result<DynamicObject, ReconcileError> {
         to_dynamic(obj, &self.dyntype)
     }
+}
+
+/// The status of `obj`'s `Ready` condition, if it has one.
+fn ready_status<K: Serialize + 'static>(obj: &K) -> Option<String> {
+    let ready = |conditions: Option<&serde_json::Value>| {
+        crate::status::find_condition(conditions, crate::status::types::READY)
+            .and_then(|c| c.get("status"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    // A DynamicObject is read in place; a typed object goes through JSON, as
+    // in reconcile (once per object and scrape).
+    if let Some(obj) = (obj as &dyn Any).downcast_ref::<DynamicObject>() {
+        return ready(obj.data.pointer("/status/conditions"));
+    }
+    let value = serde_json::to_value(obj).ok()?;
+    ready(value.pointer("/status/conditions"))
 }
 
 /// `obj` as a [`DynamicObject`] with its `apiVersion` and `kind`.

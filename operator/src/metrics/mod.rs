@@ -1,226 +1,42 @@
 //! Prometheus metrics, registered into the caller's
 //! [`prometheus_client::registry::Registry`] and served on `/metrics` by the
-//! binary.
+//! binary. `manifests/monitoring/` has a Grafana dashboard and alerts built
+//! on them (a test checks that every name they use exists).
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
+//! | `kplug_build_info` | gauge | `version`, `protocol` | always 1: the operator's version and protocol |
 //! | `kplug_plugins_registered` | gauge | | plugins registered and ready |
 //! | `kplug_plugin_up` | gauge | `plugin` | 1 while the plugin is registered and ready, 0 after it went away |
-//! | `kplug_plugin_call_duration_seconds` | histogram | `plugin`, `call`, `code` | latency of calls to plugins, by gRPC outcome |
+//! | `kplug_plugin_calls_total` | counter | `plugin`, `call`, `outcome` | calls to plugins: `ok`, `retry`, `failed` (the plugin's answer), `invalid` (an answer that broke the protocol), `timeout`, `unavailable` (no process, or the connection failed), `error` (a gRPC error status) |
+//! | `kplug_plugin_call_duration_seconds` | histogram | `plugin`, `call` | latency of calls to plugins; the top bucket is the call deadline |
+//! | `kplug_plugin_calls_in_flight` | gauge | `plugin` | calls being served by the plugin |
+//! | `kplug_plugin_calls_queued` | gauge | `plugin` | calls waiting for one of the plugin's in-flight permits (`--max-in-flight`) |
 //! | `kplug_heartbeats_total` | counter | `result` | heartbeats received (`accepted`, `refused`) |
 //! | `kplug_registrations_refused_total` | counter | `reason` | heartbeats refused, by reason |
-//! | `kplug_reconcile_total` | counter | `outcome` | reconciles by outcome (see [`crate::reconcile::Outcome::metric`]) |
+//! | `kplug_reconcile_total` | counter | `outcome`, `plugin` | reconciles by outcome and the plugin that decided it (none while waiting); with `--selection all`, one per plugin called |
+//! | `kplug_objects` | gauge | `ready` | objects of the managed kind by their `Ready` condition (`true`, `false`, `unknown`: not written yet), read from the cache at each scrape |
 //! | `kplug_extension_watches` | gauge | | extension kinds watched |
 //! | `kplug_leader` | gauge | | 1 while this replica reconciles (the binary's) |
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod plugins;
+mod reconciles;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+pub(crate) use plugins::{CallOutcome, PluginMetrics};
+pub(crate) use reconciles::{ReadyCounts, ReconcileMetrics};
+
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallLabels {
-    plugin: String,
-    call: &'static str,
-    code: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: &'static str,
-}
-
-type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
-
-/// The plugin registry's metrics. Cheap to clone; clones share the values.
-#[derive(Clone)]
-pub(crate) struct PluginMetrics {
-    plugins_registered: Gauge,
-    plugin_up: Family<PluginLabels, Gauge>,
-    call_duration: HistogramFamily,
-    heartbeats: Family<ResultLabels, Counter>,
-    refusals: Family<ReasonLabels, Counter>,
-    /// The call series of each plugin, so that they can go with it.
-    call_series: Arc<Mutex<HashMap<String, HashSet<CallLabels>>>>,
-}
-
-impl std::fmt::Debug for PluginMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginMetrics").finish_non_exhaustive()
-    }
-}
-
-/// 0.5 ms .. ~16 s: Unix-socket round trips are sub-millisecond, real
-/// reconciles (DDL on a database) take seconds.
-fn call_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
-}
-
-impl PluginMetrics {
-    /// Creates the registry's metrics and registers them in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            plugins_registered: Gauge::default(),
-            plugin_up: Family::default(),
-            call_duration: Family::new_with_constructor(call_histogram),
-            heartbeats: Family::default(),
-            refusals: Family::default(),
-            call_series: Arc::default(),
-        };
-        registry.register(
-            "kplug_plugins_registered",
-            "Plugins registered and ready",
-            metrics.plugins_registered.clone(),
-        );
-        registry.register(
-            "kplug_plugin_up",
-            "1 while the plugin is registered and ready, 0 once it went away",
-            metrics.plugin_up.clone(),
-        );
-        registry.register(
-            "kplug_plugin_call_duration_seconds",
-            "Latency of calls from the operator to plugins",
-            metrics.call_duration.clone(),
-        );
-        registry.register(
-            "kplug_heartbeats",
-            "Heartbeats received by the registry",
-            metrics.heartbeats.clone(),
-        );
-        registry.register(
-            "kplug_registrations_refused",
-            "Heartbeats refused by the registry, by reason (e.g. ImplementationOwned: an impostor)",
-            metrics.refusals.clone(),
-        );
-        metrics
-    }
-
-    /// Sets the number of ready plugins.
-    pub(crate) fn set_plugins_registered(&self, n: usize) {
-        self.plugins_registered
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
-    /// Marks a plugin up or down.
-    pub(crate) fn set_plugin_up(&self, plugin: &str, up: bool) {
-        self.plugin_up
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_owned(),
-            })
-            .set(i64::from(up));
-    }
-
-    /// Records the latency of one call to a plugin.
-    pub(crate) fn observe_call(
-        &self,
-        plugin: &str,
-        call: &'static str,
-        code: &str,
-        took: Duration,
-    ) {
-        let labels = CallLabels {
-            plugin: plugin.to_owned(),
-            call,
-            code: code.to_owned(),
-        };
-        self.call_duration
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-        self.call_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(labels.plugin.clone())
-            .or_default()
-            .insert(labels);
-    }
-
-    /// Removes every series of `plugin` (it has been gone for the TTL), so
-    /// that plugins that come and go do not grow `/metrics` for ever.
-    pub(crate) fn forget_plugin(&self, plugin: &str) {
-        self.plugin_up.remove(&PluginLabels {
-            plugin: plugin.to_owned(),
-        });
-        let series = self
-            .call_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(plugin);
-        for labels in series.into_iter().flatten() {
-            self.call_duration.remove(&labels);
-        }
-    }
-
-    /// Counts one heartbeat.
-    pub(crate) fn count_heartbeat(&self, accepted: bool) {
-        let result = if accepted { "accepted" } else { "refused" };
-        self.heartbeats
-            .get_or_create(&ResultLabels { result })
-            .inc();
-    }
-
-    /// Counts one refused heartbeat.
-    pub(crate) fn count_refusal(&self, reason: &'static str) {
-        self.refusals.get_or_create(&ReasonLabels { reason }).inc();
-    }
-}
-
-/// The reconciles' metrics. Cheap to clone; clones share the values.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ReconcileMetrics {
-    reconciles: Family<OutcomeLabels, Counter>,
-    extension_watches: Gauge,
-}
-
-impl ReconcileMetrics {
-    /// Creates the reconciles' metrics and registers them in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> Self {
-        let metrics = Self::default();
-        registry.register(
-            "kplug_reconcile",
-            "Reconciles by outcome",
-            metrics.reconciles.clone(),
-        );
-        registry.register(
-            "kplug_extension_watches",
-            "Extension kinds watched (allow-listed kinds that some object references)",
-            metrics.extension_watches.clone(),
-        );
-        metrics
-    }
-
-    /// Counts one reconcile outcome.
-    pub(crate) fn count_reconcile(&self, outcome: &'static str) {
-        self.reconciles
-            .get_or_create(&OutcomeLabels { outcome })
-            .inc();
-    }
-
-    /// Sets the number of extension kinds watched.
-    pub(crate) fn set_extension_watches(&self, n: usize) {
-        self.extension_watches
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
+/// Registers `kplug_leader` (the binary's: 1 while this replica reconciles).
+pub(crate) fn register_leader(registry: &mut Registry) -> Gauge {
+    let leader = Gauge::default();
+    registry.register(
+        "kplug_leader",
+        "1 while this replica reconciles (holds the leader Lease, or runs without leader election)",
+        leader.clone(),
+    );
+    leader
 }
 
 /// The Prometheus text exposition of every metric in `registry`.
@@ -233,45 +49,135 @@ pub(crate) fn encode(registry: &Registry) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use serde_json::Value;
+
     use super::*;
 
-    #[test]
-    fn exposes_the_documented_names() {
+    /// Every sample name the operator can expose, from the `# TYPE` lines
+    /// of a registry holding all of its metrics, each with a series (a
+    /// family without one is not exposed).
+    fn exposed() -> BTreeSet<String> {
         let mut registry = Registry::default();
-        let plugins = PluginMetrics::register(&mut registry);
+        let plugins = PluginMetrics::register(&mut registry, Duration::from_secs(30));
+        plugins.set_plugin_up("p", true);
+        plugins.observe_call("p", "Reconcile", Duration::from_millis(1));
+        plugins.count_call("p", "Reconcile", CallOutcome::Ok);
+        plugins.count_heartbeat(true);
+        plugins.count_refusal("WrongUid");
+        let _queued = plugins.queued("p");
+        let _in_flight = plugins.in_flight("p");
         let reconciles = ReconcileMetrics::register(&mut registry);
-        plugins.set_plugins_registered(2);
-        plugins.set_plugin_up("postgresql", true);
-        plugins.set_plugin_up("mariadb", false);
-        plugins.observe_call("postgresql", "Reconcile", "ok", Duration::from_millis(3));
-        reconciles.count_reconcile("ok");
-        let text = encode(&registry);
-        assert!(text.contains("kplug_plugins_registered 2"), "{text}");
-        assert!(
-            text.contains("kplug_plugin_up{plugin=\"postgresql\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("kplug_plugin_up{plugin=\"mariadb\"} 0"),
-            "{text}"
-        );
-        assert!(text.contains("kplug_plugin_call_duration_seconds_count{plugin=\"postgresql\",call=\"Reconcile\",code=\"ok\"} 1"), "{text}");
-        assert!(
-            text.contains("kplug_reconcile_total{outcome=\"ok\"} 1"),
-            "{text}"
-        );
+        reconciles.count_reconcile("ok", "p");
+        reconciles.count_objects_with(ReadyCounts::default);
+        register_leader(&mut registry);
+        let mut names = BTreeSet::new();
+        for line in encode(&registry).lines() {
+            let Some(declared) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let (name, kind) = declared.split_once(' ').unwrap();
+            let samples: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                "info" => &["_info"],
+                _ => &[""],
+            };
+            names.extend(samples.iter().map(|suffix| format!("{name}{suffix}")));
+        }
+        names
+    }
+
+    /// The `kplug_*` metric names in a PromQL expression.
+    fn named_in(expr: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut rest = expr;
+        while let Some(at) = rest.find("kplug_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(tail.len());
+            names.push(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    fn expressions(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    match (key.as_str(), v) {
+                        ("expr" | "query" | "definition", Value::String(e)) => out.push(e.clone()),
+                        _ => expressions(v, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| expressions(v, out)),
+            _ => {}
+        }
+    }
+
+    fn unknown_names(exprs: &[String]) -> Vec<String> {
+        let exposed = exposed();
+        exprs
+            .iter()
+            .flat_map(|e| named_in(e))
+            .filter(|name| !exposed.contains(name))
+            .collect()
     }
 
     #[test]
-    fn a_forgotten_plugin_leaves_no_series() {
-        let mut registry = Registry::default();
-        let m = PluginMetrics::register(&mut registry);
-        m.set_plugin_up("gone", false);
-        m.observe_call("gone", "Reconcile", "Ok", Duration::from_millis(3));
-        m.observe_call("kept", "Reconcile", "Ok", Duration::from_millis(3));
-        m.forget_plugin("gone");
-        let text = encode(&registry);
-        assert!(!text.contains("\"gone\""), "{text}");
-        assert!(text.contains("plugin=\"kept\""), "{text}");
+    fn the_alerts_use_only_metrics_that_exist() {
+        let rules: Value = serde_saphyr::from_str(include_str!(
+            "../../../manifests/monitoring/prometheusrule.yaml"
+        ))
+        .unwrap();
+        assert_eq!(rules["kind"], "PrometheusRule");
+        let mut exprs = Vec::new();
+        for group in rules["spec"]["groups"].as_array().unwrap() {
+            for rule in group["rules"].as_array().unwrap() {
+                let alert = rule["alert"].as_str().unwrap();
+                for field in [
+                    "/labels/severity",
+                    "/annotations/summary",
+                    "/annotations/description",
+                ] {
+                    assert!(rule.pointer(field).is_some(), "{alert} has no {field}");
+                }
+                exprs.push(rule["expr"].as_str().unwrap().to_owned());
+            }
+        }
+        assert!(exprs.len() >= 8, "{exprs:?}");
+        assert_eq!(unknown_names(&exprs), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_dashboard_uses_only_metrics_that_exist() {
+        let dashboard: Value = serde_json::from_str(include_str!(
+            "../../../manifests/monitoring/grafana-dashboard.json"
+        ))
+        .unwrap();
+        let mut exprs = Vec::new();
+        expressions(&dashboard, &mut exprs);
+        assert!(exprs.len() >= 12, "{exprs:?}");
+        assert_eq!(unknown_names(&exprs), Vec::<String>::new());
+        let ids: BTreeSet<_> = dashboard["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ids.len(), dashboard["panels"].as_array().unwrap().len());
+    }
+
+    #[test]
+    fn a_misspelt_metric_is_found() {
+        assert_eq!(
+            unknown_names(&["rate(kplug_plugin_call_total[5m]) + kplug_plugin_up > 0".into()]),
+            vec!["kplug_plugin_call_total".to_owned()]
+        );
     }
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::metrics::CallOutcome;
+
 /// A call to a plugin that did not produce a response.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -59,6 +61,27 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// The plugin called, by name.
+    pub fn plugin(&self) -> &str {
+        match self {
+            Self::Timeout { plugin, .. }
+            | Self::Unavailable { plugin, .. }
+            | Self::Status { plugin, .. }
+            | Self::Gone { plugin }
+            | Self::TooLarge { plugin, .. } => plugin,
+        }
+    }
+
+    /// The `outcome` label of `kplug_plugin_calls_total` for this failure.
+    pub(crate) fn metric(&self) -> CallOutcome {
+        match self {
+            Self::Timeout { .. } => CallOutcome::Timeout,
+            Self::Unavailable { .. } | Self::Gone { .. } => CallOutcome::Unavailable,
+            Self::Status { .. } => CallOutcome::Error,
+            Self::TooLarge { .. } => CallOutcome::Invalid,
+        }
+    }
+
     /// Whether retrying (possibly on a newer instance) may help.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. } | Self::Gone { .. })

@@ -22,7 +22,7 @@ mod call_error;
 
 pub use call_error::CallError;
 
-use crate::metrics::PluginMetrics;
+use crate::metrics::{CallOutcome, PluginMetrics};
 use crate::selection::Candidate;
 
 /// A plugin process that registered by heartbeat and passed the handshake.
@@ -145,16 +145,23 @@ impl PluginInstance {
     /// Calls `Probe` (short deadline).
     pub async fn probe(&self) -> Result<ProbeResponse, CallError> {
         let timeout = self.probe_timeout;
-        self.call(
-            "Probe",
-            timeout,
-            |mut c, r| async move { c.probe(r).await },
-            ProbeRequest {},
-        )
-        .await
+        let probed = self
+            .call(
+                "Probe",
+                timeout,
+                |mut c, r| async move { c.probe(r).await },
+                ProbeRequest {},
+            )
+            .await;
+        if probed.is_ok() {
+            self.count_answer("Probe", CallOutcome::Ok);
+        }
+        probed
     }
 
-    /// Calls `Reconcile` with the reconcile deadline.
+    /// Calls `Reconcile` with the reconcile deadline. An answer is counted
+    /// in `kplug_plugin_calls_total` by whoever checks it (the reconcile:
+    /// ok, retry, failed or invalid); a call without one is counted here.
     pub async fn reconcile(&self, req: ReconcileRequest) -> Result<ReconcileResponse, CallError> {
         let timeout = self.call_timeout;
         self.call(
@@ -166,7 +173,8 @@ impl PluginInstance {
         .await
     }
 
-    /// Calls `Finalize` with the reconcile deadline.
+    /// Calls `Finalize` with the reconcile deadline; counted like
+    /// [`Self::reconcile`].
     pub async fn finalize(&self, req: FinalizeRequest) -> Result<FinalizeResponse, CallError> {
         let timeout = self.call_timeout;
         self.call(
@@ -176,6 +184,11 @@ impl PluginInstance {
             req,
         )
         .await
+    }
+
+    /// Counts an answer of the plugin to `call` by what it came to.
+    pub(crate) fn count_answer(&self, call: &'static str, outcome: CallOutcome) {
+        self.metrics.count_call(&self.name, call, outcome);
     }
 
     async fn call<Req, Resp, F, Fut>(
@@ -197,17 +210,24 @@ impl PluginInstance {
         };
         // Waiting for a permit counts against the deadline: a caller should
         // not wait longer because the plugin is busy.
-        let _permit = match tokio::time::timeout(deadline, self.in_flight.acquire()).await {
+        let queued = self.metrics.queued(&self.name);
+        let permit = tokio::time::timeout(deadline, self.in_flight.acquire()).await;
+        drop(queued);
+        let _permit = match permit {
             Ok(Ok(permit)) => permit,
             Ok(Err(_closed)) => {
-                return Err(CallError::Unavailable {
-                    plugin: self.name.clone(),
+                return Err(self.count_failure(
                     call,
-                    message: "the instance is draining after Unregister".into(),
-                });
+                    CallError::Unavailable {
+                        plugin: self.name.clone(),
+                        call,
+                        message: "the instance is draining after Unregister".into(),
+                    },
+                ));
             }
-            Err(_) => return Err(timeout()),
+            Err(_) => return Err(self.count_failure(call, timeout())),
         };
+        let _in_flight = self.metrics.in_flight(&self.name);
         let remaining = deadline.saturating_sub(started.elapsed());
         let mut request = tonic::Request::new(req);
         request.set_timeout(remaining);
@@ -216,24 +236,25 @@ impl PluginInstance {
         let client = PluginClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_response_bytes);
         let result = tokio::time::timeout(remaining, f(client, request)).await;
-        let (code, outcome) = match result {
-            Err(_) => ("DeadlineExceeded".to_owned(), Err(timeout())),
-            Ok(Ok(resp)) => ("Ok".to_owned(), Ok(resp.into_inner())),
+        let outcome = match result {
+            Err(_) => Err(timeout()),
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
             // tonic enforces the grpc-timeout it sends, too, and reports it
             // as Cancelled; whichever timer fires first, it is a timeout.
             // Both timers end at `started + deadline` and never fire early,
             // so the elapsed time tells, whatever the code and message.
-            Ok(Err(status)) if started.elapsed() >= deadline => {
-                (format!("{:?}", status.code()), Err(timeout()))
-            }
-            Ok(Err(status)) => (
-                format!("{:?}", status.code()),
-                Err(self.classify(call, status, deadline)),
-            ),
+            Ok(Err(_)) if started.elapsed() >= deadline => Err(timeout()),
+            Ok(Err(status)) => Err(self.classify(call, status, deadline)),
         };
         self.metrics
-            .observe_call(&self.name, call, &code, started.elapsed());
-        outcome
+            .observe_call(&self.name, call, started.elapsed());
+        outcome.map_err(|error| self.count_failure(call, error))
+    }
+
+    /// Counts a call that produced no answer, by why.
+    fn count_failure(&self, call: &'static str, error: CallError) -> CallError {
+        self.metrics.count_call(&self.name, call, error.metric());
+        error
     }
 
     fn classify(&self, call: &'static str, status: tonic::Status, deadline: Duration) -> CallError {
@@ -303,7 +324,10 @@ impl PluginInstance {
             probe_timeout: Duration::from_secs(1),
             max_response_bytes: 1024,
             uid: 0,
-            metrics: PluginMetrics::register(&mut prometheus_client::registry::Registry::default()),
+            metrics: PluginMetrics::register(
+                &mut prometheus_client::registry::Registry::default(),
+                Duration::from_secs(1),
+            ),
         }
     }
 }

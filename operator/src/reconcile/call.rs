@@ -8,6 +8,7 @@ use kube::core::GroupVersionKind;
 
 use super::outcome::{Call, DEFAULT_RETRY};
 use super::{Backend, Core, Outcome, write};
+use crate::metrics::CallOutcome;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::selection::Candidate;
 use crate::status::{self, Checked, Condition};
@@ -123,7 +124,9 @@ pub(super) async fn reconcile<B: Backend>(
         Ok(response) => response,
         Err(error) => return Outcome::CallFailed { call, error }.into(),
     };
-    let checked = match status::check_reconcile(response, obj, &sent.extensions) {
+    let checked = status::check_reconcile(response, obj, &sent.extensions);
+    count_answer(&instance, call, &checked);
+    let checked = match checked {
         Ok(checked) => checked,
         Err(problem) => {
             return Outcome::Invalid {
@@ -179,7 +182,9 @@ pub(super) async fn finalize<B: Backend>(
         Err(error) => return Outcome::CallFailed { call, error },
     };
     let label = instance.label();
-    let checked = match status::check_finalize(response, obj, &sent.extensions) {
+    let checked = status::check_finalize(response, obj, &sent.extensions);
+    count_answer(instance, call, &checked);
+    let checked = match checked {
         Ok(checked) => checked,
         Err(problem) => {
             return Outcome::Invalid {
@@ -191,6 +196,20 @@ pub(super) async fn finalize<B: Backend>(
     };
     write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
     answered(call, label, &checked)
+}
+
+/// Counts an answer in `kplug_plugin_calls_total`: what the plugin said,
+/// or `invalid` when the checks refused it.
+fn count_answer(instance: &PluginInstance, call: Call, checked: &Result<Checked, String>) {
+    let outcome = match checked {
+        Err(_) => CallOutcome::Invalid,
+        Ok(checked) => match checked.outcome {
+            v1::Outcome::Ok => CallOutcome::Ok,
+            v1::Outcome::Retry => CallOutcome::Retry,
+            v1::Outcome::Failed | v1::Outcome::Unspecified => CallOutcome::Failed,
+        },
+    };
+    instance.count_answer(call.name(), outcome);
 }
 
 /// What a valid answer of plugin `label` amounts to.

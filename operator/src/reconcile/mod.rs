@@ -282,14 +282,14 @@ pub(crate) async fn reconcile<B: Backend>(
     let uid = obj.uid().unwrap_or_default();
     match result {
         Ok(outcome) => {
-            if let Some(label) = outcome.metric() {
-                core.metrics.count_reconcile(label);
+            for (label, plugin) in outcome.metrics() {
+                core.metrics.count_reconcile(label, plugin);
             }
             let requeue = outcome.requeue(&core.failures, &uid, core.settings.resync);
             Ok(requeue.map_or_else(Action::await_change, Action::requeue))
         }
         Err(error) => {
-            core.metrics.count_reconcile("error");
+            core.metrics.count_reconcile("error", "");
             tracing::warn!(object = object_key(obj), %error, "reconcile failed");
             Err(error)
         }

@@ -113,7 +113,7 @@ impl Registry {
         config: RegistryConfig,
         metrics: &mut prometheus_client::registry::Registry,
     ) -> Self {
-        let metrics = PluginMetrics::register(metrics);
+        let metrics = PluginMetrics::register(metrics, config.call_timeout);
         let (changes, _) = watch::channel(0);
         let ownership = Ownership::new(config.implementation_owners.clone(), config.heartbeat_ttl);
         let names = NameOwners::new(config.plugin_uids.clone(), config.heartbeat_ttl);

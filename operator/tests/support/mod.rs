@@ -597,6 +597,22 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// The sum of every series of metric `name` whose labels include all of
+/// `labels` (0 when there is none): for counters whose other labels the test
+/// does not care about.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
+            let (set, value) = rest.split_once("} ")?;
+            labels
+                .iter()
+                .all(|(k, v)| set.split(',').any(|pair| pair == format!("{k}=\"{v}\"")))
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum()
+}
+
 /// `(status, reason, message)` of condition `type_`.
 pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
     obj.data

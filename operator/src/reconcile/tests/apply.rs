@@ -116,7 +116,7 @@ async fn retry_comes_back_after_the_plugins_delay() {
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Retrying"));
     assert_eq!(message, "plugin hello 1.0.0: database starting");
     assert!(world.events().is_empty());
-    assert!(world.counted("retry"));
+    assert!(world.counted("retry", "hello"));
 }
 
 #[tokio::test]
@@ -237,7 +237,7 @@ async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker() {
         .unwrap();
     assert_eq!(action, Action::requeue(BUSY_REQUEUE));
     assert!(world.core.backend.calls().is_empty());
-    assert!(world.counted("busy"));
+    assert!(world.counted("busy", ""));
 }
 
 #[tokio::test]
@@ -273,5 +273,5 @@ async fn a_refused_operator_status_fails_the_reconcile() {
         "{}",
         error.api_message()
     );
-    assert!(world.counted("error"));
+    assert!(world.counted("error", ""));
 }

@@ -43,7 +43,7 @@ async fn finalize_then_the_finalizer_goes() {
         json!({"op": "remove", "path": "/metadata/finalizers/0"})
     );
     assert_eq!(world.events(), [("Normal".into(), "Finalized".into())]);
-    assert!(world.counted("finalized"));
+    assert!(world.counted("finalized", ""));
 }
 
 #[tokio::test]

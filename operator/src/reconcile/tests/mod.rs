@@ -120,9 +120,12 @@ impl World {
             .collect()
     }
 
-    fn counted(&self, outcome: &str) -> bool {
-        metrics::encode(&self.metrics)
-            .contains(&format!("kplug_reconcile_total{{outcome=\"{outcome}\"}} 1"))
+    /// Whether one reconcile was counted with `outcome`, decided by
+    /// `plugin` (empty: none).
+    fn counted(&self, outcome: &str, plugin: &str) -> bool {
+        metrics::encode(&self.metrics).contains(&format!(
+            "kplug_reconcile_total{{outcome=\"{outcome}\",plugin=\"{plugin}\"}} 1"
+        ))
     }
 }
 

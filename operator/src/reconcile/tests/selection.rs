@@ -23,7 +23,7 @@ async fn no_plugin_waits_and_says_where_plugins_register() {
     );
     assert_eq!(world.condition("Ready").1, "NoPlugin");
     assert_eq!(world.events(), [("Warning".into(), "NoPlugin".into())]);
-    assert!(world.counted("waiting"));
+    assert!(world.counted("waiting", ""));
 }
 
 #[tokio::test]
@@ -60,7 +60,7 @@ async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
         world.core.backend.calls(),
         [("hello".into(), "Reconcile", "Hello".into(), 0)]
     );
-    assert!(world.counted("ok"));
+    assert!(world.counted("ok", "hello"));
 }
 
 #[tokio::test]
@@ -148,7 +148,8 @@ async fn with_every_plugin_the_first_failure_is_the_outcome() {
         world.operator_status().get("implementation").is_none(),
         "nothing recorded"
     );
-    assert!(world.counted("failed"));
+    assert!(world.counted("failed", "b"), "one count per plugin called");
+    assert!(world.counted("ok", "a"));
     world.core.backend.answer("a", Ok(ok(json!({}))));
     world.core.backend.answer("b", Ok(ok(json!({}))));
     assert_eq!(
