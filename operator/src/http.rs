@@ -85,11 +85,12 @@ pub(crate) async fn serve(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         source,
     })?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/plugins", get(plugins))
         .with_state(AppState {
             metrics,
             registry,
@@ -108,6 +109,44 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         crate::metrics::encode(&state.metrics),
+    )
+}
+
+/// The plugins registered with this replica, as JSON, for `kubectl kplug
+/// plugins` and `why`: read-only, and current to the last heartbeat (a
+/// ConfigMap or Lease would need a write per heartbeat to say as much).
+async fn plugins(State(state): State<AppState>) -> impl IntoResponse {
+    let plugins: Vec<serde_json::Value> = state
+        .registry
+        .instances()
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name(),
+                "version": p.version(),
+                "instanceId": p.instance_id(),
+                "description": p.description(),
+                "ready": p.is_ready(),
+                "lastHeartbeatSecondsAgo": p.silent_for().as_secs_f64(),
+                "capabilities": p.capabilities().iter().map(|c| c.as_str_name()).collect::<Vec<_>>(),
+                "offers": p.offers().iter().map(|o| {
+                    let kind = |k: &kplug_proto::v1::GroupKind| serde_json::json!({"group": k.group, "kind": k.kind});
+                    serde_json::json!({
+                        "base": o.base.as_ref().map(kind),
+                        "implementation": o.implementation,
+                        "extensions": o.extensions.iter().map(kind).collect::<Vec<_>>(),
+                    })
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "socketDir": state.registry.config().socket_dir,
+        "plugins": plugins,
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
     )
 }
 

@@ -174,6 +174,13 @@ impl Registry {
         self.read().get(plugin).filter(|p| p.is_ready()).cloned()
     }
 
+    /// Every registered instance, ready or not, by name.
+    pub(crate) fn instances(&self) -> Vec<Arc<PluginInstance>> {
+        let mut all: Vec<_> = self.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
     /// Every ready instance, by name.
     pub fn ready(&self) -> Vec<Arc<PluginInstance>> {
         let mut ready: Vec<_> = self

@@ -1,0 +1,154 @@
+//! Asking the operator which plugins are registered: its read-only
+//! `/plugins` endpoint, on each replica's Pod through the API server's pod
+//! proxy, or at an address given with `--operator`.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde::Deserialize;
+
+use crate::Error;
+
+/// Where the operator is.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Source {
+    /// The operator's HTTP address (e.g. http://localhost:8080 after
+    /// `kubectl port-forward`); default: every operator Pod, through the API
+    /// server's pod proxy
+    #[arg(long, value_name = "URL")]
+    operator: Option<String>,
+
+    /// Namespace of the operator's Pods
+    #[arg(long, default_value = "kplug-system")]
+    operator_namespace: String,
+
+    /// Label selector of the operator's Pods
+    #[arg(long, default_value = "app.kubernetes.io/name=kplug-operator")]
+    operator_selector: String,
+
+    /// The operator's metrics port (--metrics-addr)
+    #[arg(long, default_value_t = 8080)]
+    operator_port: u16,
+}
+
+/// What one replica's `/plugins` says.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Replica {
+    /// Where it was asked: a Pod name or the `--operator` address.
+    #[serde(skip)]
+    pub(crate) source: String,
+    /// The shared socket dir, where plugins register.
+    pub(crate) socket_dir: String,
+    /// The registered plugins.
+    pub(crate) plugins: Vec<Plugin>,
+}
+
+/// One registered plugin.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Plugin {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) ready: bool,
+    pub(crate) last_heartbeat_seconds_ago: f64,
+    pub(crate) offers: Vec<Offer>,
+}
+
+/// What a plugin serves.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Offer {
+    pub(crate) base: Option<GroupKind>,
+    pub(crate) implementation: String,
+    pub(crate) extensions: Vec<GroupKind>,
+}
+
+/// A kind and its group.
+#[derive(Debug, Deserialize)]
+pub(crate) struct GroupKind {
+    pub(crate) group: String,
+    pub(crate) kind: String,
+}
+
+impl std::fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+impl Plugin {
+    /// The implementation it offers for `kind` of `group`, if any.
+    pub(crate) fn offers_for(&self, group: &str, kind: &str) -> Vec<&Offer> {
+        self.offers
+            .iter()
+            .filter(|o| {
+                o.base
+                    .as_ref()
+                    .is_some_and(|b| b.kind == kind && b.group.eq_ignore_ascii_case(group))
+            })
+            .collect()
+    }
+}
+
+impl Source {
+    /// Every replica's registered plugins.
+    ///
+    /// # Errors
+    /// When no replica can be asked, with what to check.
+    pub(crate) async fn replicas(&self, client: &kube::Client) -> Result<Vec<Replica>, Error> {
+        if let Some(url) = &self.operator {
+            let config =
+                kube::Config::new(url.parse().map_err(|e| format!("--operator {url}: {e}"))?);
+            let direct = kube::Client::try_from(config)?;
+            let text = direct
+                .request_text(http::Request::get("/plugins").body(Vec::new())?)
+                .await
+                .map_err(|e| format!("asking the operator at {url} for /plugins: {e}"))?;
+            return Ok(vec![parse(url, &text)?]);
+        }
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.operator_namespace);
+        let list = pods
+            .list(&ListParams::default().labels(&self.operator_selector))
+            .await
+            .map_err(|e| {
+                format!(
+                    "listing the operator's Pods in {}: {e}",
+                    self.operator_namespace
+                )
+            })?;
+        if list.items.is_empty() {
+            return Err(format!(
+                "no Pod in namespace {} matches {}: pass --operator-namespace and --operator-selector, or --operator URL",
+                self.operator_namespace, self.operator_selector
+            )
+            .into());
+        }
+        let mut replicas = Vec::new();
+        for pod in list.items {
+            let name = pod.metadata.name.unwrap_or_default();
+            let path = format!(
+                "/api/v1/namespaces/{}/pods/{name}:{}/proxy/plugins",
+                self.operator_namespace, self.operator_port
+            );
+            let text = client
+                .request_text(http::Request::get(path).body(Vec::new())?)
+                .await
+                .map_err(|e| {
+                    format!("asking Pod {name} for /plugins through the API server: {e}")
+                })?;
+            replicas.push(parse(&name, &text)?);
+        }
+        Ok(replicas)
+    }
+}
+
+fn parse(source: &str, text: &str) -> Result<Replica, Error> {
+    let mut replica: Replica = serde_json::from_str(text).map_err(|e| {
+        format!("{source} answered /plugins with something else than the operator's JSON: {e}")
+    })?;
+    replica.source = source.to_owned();
+    Ok(replica)
+}

@@ -1,0 +1,209 @@
+//! `kubectl kplug` (the `kubectl-kplug` binary) against the real control
+//! plane, a real operator and real plugin processes: `plugins` lists what is
+//! registered, `why` names what blocks an object and what to do, `replay`
+//! sends a local plugin the operator's request.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+const T: Duration = Duration::from_secs(30);
+
+/// Runs `kubectl-kplug args` with the control plane's kubeconfig:
+/// (success, stdout, stderr).
+async fn kplug(args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kplug"))
+        .args(args)
+        .env(
+            "KUBECONFIG",
+            kplug_testenv::control_plane().kubeconfig_path(),
+        )
+        .output()
+        .await
+        .expect("run kubectl-kplug");
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_why_and_replay() {
+    let w = world("kubectl", &[]).await;
+    let _pg = spawn_plugin(&w, &[]);
+    let mut maria = spawn_mariadb_plugin(&w);
+    let operator = format!("http://127.0.0.1:{}", w.metrics_port);
+    w.create_table("ready", "PostgreSQL", json!({}), false)
+        .await;
+    w.create_table("stuck", "MariaDB", json!({}), false).await;
+    for name in ["ready", "stuck"] {
+        w.table_until(name, "Ready", T, |t| {
+            expect_condition(t, "Ready", "True", "Reconciled")
+        })
+        .await;
+    }
+    // The MariaDB plugin goes away; `stuck` is on it, and waits for it once
+    // its spec changes.
+    maria.kill().await.unwrap();
+    kplug_testenv::eventually("mariadb removed", T, || async {
+        let m = w.metrics().await;
+        (metric(&m, "kplug_plugin_up{plugin=\"mariadb\"}") == Some(0.0))
+            .then_some(())
+            .ok_or(m)
+    })
+    .await;
+    w.merge_table("stuck", json!({"spec": {"serverName": "other-cluster"}}))
+        .await;
+    w.table_until("stuck", "waiting for mariadb", T, |t| {
+        match condition(t, "Ready") {
+            Some((status, _, _)) if status == "False" => Ok(()),
+            other => Err(format!("Ready is {other:?}")),
+        }
+    })
+    .await;
+
+    // plugins: what is registered, with what it offers.
+    let (ok, out, err) = kplug(&["plugins", "--operator", &operator]).await;
+    assert!(ok, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.contains("postgresql"))
+        .unwrap_or_else(|| panic!("no postgresql row:\n{out}"));
+    for field in [
+        "1.0.0",
+        "true",
+        "DatabaseTable.myorg.org=PostgreSQL (+DatabaseTablePostgreSqlExtension)",
+    ] {
+        assert!(row.contains(field), "{field} missing from: {row}");
+    }
+
+    // why, on an object waiting for a plugin: names it and says what to do.
+    let (ok, out, err) = kplug(&[
+        "why",
+        "databasetable/stuck",
+        "-n",
+        &w.ns,
+        "--operator",
+        &operator,
+    ])
+    .await;
+    assert!(ok, "{err}");
+    for expected in [
+        &format!("DatabaseTable {}/stuck", w.ns),
+        "Implementation: MariaDB, plugin mariadb",
+        "Preferred:      MariaDB",
+        "Ready:          False (",
+        "plugin mariadb, chosen for MariaDB, is not registered (registered: postgresql)",
+        "Start the plugin that offers MariaDB for DatabaseTable (plugin mariadb)",
+        "registry.sock",
+    ] {
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("PluginAvailable"))
+        .unwrap();
+    assert_eq!(row.split_whitespace().nth(1), Some("False"), "{out}");
+    let events = out.split("EVENTS").nth(1).unwrap();
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("Warning") && l.contains("PluginUnavailable")),
+        "the Warning Event is listed:\n{out}"
+    );
+
+    // why, on a Ready object: its plugin's state, and nothing to do.
+    let (ok, out, err) = kplug(&[
+        "why",
+        "databasetables/ready",
+        "-n",
+        &w.ns,
+        "--operator",
+        &operator,
+    ])
+    .await;
+    assert!(ok, "{err}");
+    for expected in [
+        "Implementation: PostgreSQL, plugin postgresql",
+        "plugin postgresql 1.0.0 is registered, ready",
+        "Nothing: it is Ready.",
+    ] {
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+    let events = out.split("EVENTS").nth(1).unwrap();
+    assert!(
+        events.contains("Normal"),
+        "the object's Events are listed:\n{out}"
+    );
+
+    // replay: a plugin running on its own (no operator listens on its
+    // socket dir) answers the request the operator would send.
+    let local = tempfile::tempdir().unwrap();
+    let _local = spawn_plugin_in(&w, local.path(), &[("SCRIPTED_VERSION", "9.9.9")]);
+    let socket = local.path().join("plugins/postgresql/plugin.sock");
+    wait_for_socket(&socket).await;
+    let socket = socket.to_str().unwrap();
+    let (ok, out, err) = kplug(&[
+        "replay",
+        "databasetable/ready",
+        "-n",
+        &w.ns,
+        "--plugin-socket",
+        socket,
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(answer["outcome"], "OK", "{answer}");
+    assert_eq!(answer["status"]["pluginVersion"], "9.9.9", "{answer}");
+    assert_eq!(
+        answer["status"]["observedSpec"]["preferredImplementation"], "PostgreSQL",
+        "{answer}"
+    );
+    assert!(err.contains("to plugin postgresql 9.9.9"), "{err}");
+
+    // Bad input: a clear error, exit 1.
+    let (ok, _, err) = kplug(&[
+        "replay",
+        "databasetable/ready",
+        "-n",
+        &w.ns,
+        "--plugin-socket",
+        socket,
+        "--implementation",
+        "Nope",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("does not offer Nope for DatabaseTable (it offers: PostgreSQL)"),
+        "{err}"
+    );
+    let (ok, _, err) = kplug(&["why", "tables-of-nothing/x", "--operator", &operator]).await;
+    assert!(!ok);
+    assert!(err.contains("serves no kind tables-of-nothing"), "{err}");
+    let (ok, _, err) = kplug(&[
+        "why",
+        "databasetable/missing",
+        "-n",
+        &w.ns,
+        "--operator",
+        &operator,
+    ])
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("reading DatabaseTable {}/missing", w.ns)),
+        "{err}"
+    );
+}
+
+async fn wait_for_socket(socket: &Path) {
+    kplug_testenv::eventually("the local plugin's socket", T, || async {
+        socket.exists().then_some(()).ok_or("not yet")
+    })
+    .await;
+}
