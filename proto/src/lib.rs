@@ -12,6 +12,11 @@
 //! `sidecar-sdk/conformance/rules.json`, which a test of this crate keeps
 //! equal to this code.
 
+// W3C trace context across plugin calls and OTLP export: its docs are in
+// the module (inner docs only, so that its links resolve there).
+#[cfg(feature = "telemetry")]
+pub mod telemetry;
+
 /// Messages and services of package `kplug.v1`.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod v1 {

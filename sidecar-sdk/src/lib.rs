@@ -78,6 +78,18 @@ pub enum Error {
         /// The variable and the value refused.
         error: kplug_proto::rules::IntervalError,
     },
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` is not an endpoint spans can be
+    /// exported to.
+    #[error(
+        "plugin {plugin} cannot start: {error} ({})",
+        kplug_proto::telemetry::OTLP_ENDPOINT_ENV
+    )]
+    Telemetry {
+        /// The plugin.
+        plugin: String,
+        /// The endpoint and what is wrong with it.
+        error: kplug_proto::telemetry::ExporterError,
+    },
     /// The plugin's socket could not be bound.
     #[error("plugin {plugin} cannot start: {error}")]
     Bind {

@@ -13,9 +13,11 @@ use kplug_proto::v1::{
     FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
     ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
 };
-use kplug_proto::{limits, rules};
+use kplug_proto::{limits, rules, telemetry};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::plugin::{Plugin, PluginInfo, Readiness, capabilities};
 use crate::request::Request;
@@ -31,15 +33,43 @@ use crate::{Error, heartbeat};
 /// bound, or the server fails. Its message (`Display`, and `Debug` too)
 /// names the plugin and says what to do, so `main` can simply return it.
 pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, the handlers' spans continue the
+    // operator's trace and are exported there, as the plugin's name.
+    let exporter = match std::env::var(telemetry::OTLP_ENDPOINT_ENV)
+        .ok()
+        .filter(|e| !e.is_empty())
+    {
+        Some(endpoint) => Some(telemetry::Exporter::new(&info.name, &endpoint).map_err(
+            |error| Error::Telemetry {
+                plugin: info.name.clone(),
+                error,
+            },
+        )?),
+        None => None,
+    };
+    let _ = tracing_subscriber::registry()
+        .with(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+        )
+        .with(
+            exporter
+                .as_ref()
+                .map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer("kplug-sidecar"))),
+        )
         .try_init();
-    Server::from_env(info, plugin)?
+    let served = Server::from_env(info, plugin)?
         .run_until(termination())
-        .await
+        .await;
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
+    served
 }
 
 /// Resolves on SIGTERM or SIGINT.
@@ -329,6 +359,15 @@ fn finalize_handler(
 }
 
 impl<P: Plugin> Service<P> {
+    /// The span of one call, continuing the operator's trace when it sent
+    /// one (W3C traceparent); the handler's own spans are its children.
+    fn span(&self, call: &'static str, metadata: &tonic::metadata::MetadataMap) -> tracing::Span {
+        let span = tracing::info_span!("plugin handler", plugin = %self.info.name, call);
+        // Without a subscriber that exports spans this does nothing.
+        let _ = span.set_parent(telemetry::extract(metadata));
+        span
+    }
+
     /// Decodes, runs the handler on its own task, and turns every failure
     /// (bad JSON, handler error, panic) into a FAILED response.
     async fn handle(
@@ -344,7 +383,7 @@ impl<P: Plugin> Service<P> {
             Err(e) => return Response::failed(format!("kplug: {e}")),
         };
         let plugin: Arc<dyn DynPlugin> = self.plugin.clone();
-        match tokio::spawn(handler(plugin, request)).await {
+        match tokio::spawn(handler(plugin, request).in_current_span()).await {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
                 tracing::warn!(plugin = self.info.name, call, %error, "handler failed");
@@ -389,6 +428,7 @@ impl<P: Plugin> PluginApi for Service<P> {
         &self,
         request: tonic::Request<ReconcileRequest>,
     ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let span = self.span("Reconcile", request.metadata());
         let r = request.into_inner();
         let response = self
             .handle(
@@ -398,6 +438,7 @@ impl<P: Plugin> PluginApi for Service<P> {
                 &r.object,
                 &r.extensions,
             )
+            .instrument(span)
             .await;
         Ok(tonic::Response::new(response.into_reconcile()))
     }
@@ -406,6 +447,7 @@ impl<P: Plugin> PluginApi for Service<P> {
         &self,
         request: tonic::Request<FinalizeRequest>,
     ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        let span = self.span("Finalize", request.metadata());
         let r = request.into_inner();
         let response = self
             .handle(
@@ -415,6 +457,7 @@ impl<P: Plugin> PluginApi for Service<P> {
                 &r.object,
                 &r.extensions,
             )
+            .instrument(span)
             .await;
         Ok(tonic::Response::new(response.into_finalize()))
     }

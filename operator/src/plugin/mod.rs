@@ -17,6 +17,7 @@ use kplug_proto::v1::{
 };
 use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
+use tracing::Instrument;
 
 mod call_error;
 
@@ -231,11 +232,16 @@ impl PluginInstance {
         let remaining = deadline.saturating_sub(started.elapsed());
         let mut request = tonic::Request::new(req);
         request.set_timeout(remaining);
+        // The plugin continues the trace from this span (W3C traceparent).
+        let span = tracing::info_span!("plugin call", plugin = %self.name, call);
+        kplug_proto::telemetry::inject(&span, request.metadata_mut());
         // A larger answer is refused by the decoder before it is read, so a
         // plugin cannot make the operator hold it in memory.
         let client = PluginClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_response_bytes);
-        let result = tokio::time::timeout(remaining, f(client, request)).await;
+        let result = tokio::time::timeout(remaining, f(client, request))
+            .instrument(span)
+            .await;
         let outcome = match result {
             Err(_) => Err(timeout()),
             Ok(Ok(resp)) => Ok(resp.into_inner()),

@@ -50,6 +50,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
+use tracing::Instrument;
 
 use crate::backoff::FailureTracker;
 use crate::events::Events;
@@ -268,17 +269,24 @@ pub(crate) async fn reconcile<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
 ) -> Result<Action, ReconcileError> {
-    let result = if obj.metadata.deletion_timestamp.is_some() {
-        finalize::finalize(obj, core).await
-    } else if reselect::requested(obj) {
-        match reselect::reselect(obj, core).await {
-            Ok(Some(outcome)) => Ok(outcome),
-            Ok(None) => apply::apply(obj, core).await,
-            Err(error) => Err(error),
+    // One reconcile, one trace: the plugin calls are its children, and the
+    // plugins continue it.
+    let span = tracing::info_span!("reconcile", object = object_key(obj), kind = %core.kind().kind);
+    let result = async {
+        if obj.metadata.deletion_timestamp.is_some() {
+            finalize::finalize(obj, core).await
+        } else if reselect::requested(obj) {
+            match reselect::reselect(obj, core).await {
+                Ok(Some(outcome)) => Ok(outcome),
+                Ok(None) => apply::apply(obj, core).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            apply::apply(obj, core).await
         }
-    } else {
-        apply::apply(obj, core).await
-    };
+    }
+    .instrument(span)
+    .await;
     let uid = obj.uid().unwrap_or_default();
     match result {
         Ok(outcome) => {

@@ -22,6 +22,9 @@ pub(super) async fn operator_status<B>(
     let previous = obj.data.get("status").and_then(|s| s.get("conditions"));
     let mut all = conditions.all();
     all.extend(plugin_conditions.iter().cloned());
+    if let Some(trace) = kplug_proto::telemetry::trace_id(&tracing::Span::current()) {
+        status::mark_trace(previous, &mut all, &trace);
+    }
     let mut status = json!({
         "observedGeneration": obj.metadata.generation,
         "conditions": status::render_conditions(previous, &all, obj.metadata.generation),

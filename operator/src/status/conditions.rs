@@ -135,6 +135,41 @@ pub fn render_conditions(
         .collect()
 }
 
+/// Names `trace` in the `Reconciled` condition's message, so that a user
+/// can go from an object to the trace of the reconcile that brought its
+/// current state. A reconcile that changes nothing keeps the trace id
+/// already written (and so writes nothing new), whichever trace it is in.
+pub fn mark_trace(previous: Option<&Value>, conditions: &mut [Condition], trace: &str) {
+    let Some(reconciled) = conditions.iter_mut().find(|c| c.type_ == types::RECONCILED) else {
+        return;
+    };
+    let before = find_condition(previous, types::RECONCILED);
+    let field = |name: &str| before.and_then(|c| c.get(name)).and_then(Value::as_str);
+    if let Some(message) = field("message")
+        && field("status") == Some(reconciled.status)
+        && field("reason") == Some(reconciled.reason.as_str())
+        && without_trace(message) == reconciled.message
+    {
+        reconciled.message = message.to_owned();
+        return;
+    }
+    reconciled.message = format!("{} (trace {trace})", reconciled.message);
+}
+
+/// `message` without the ` (trace <32 hex digits>)` that [`mark_trace`] adds.
+fn without_trace(message: &str) -> &str {
+    match message.rsplit_once(" (trace ") {
+        Some((before, id))
+            if id.len() == 33
+                && id.ends_with(')')
+                && id[..32].bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            before
+        }
+        _ => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +209,24 @@ mod tests {
             None,
         );
         assert_ne!(flipped[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_trace_of_the_reconcile_that_changed_the_state_is_kept() {
+        let trace_a = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let trace_b = "0af7651916cd43dd8448eb211c80319c";
+        let reconciled =
+            |ok, message: &str| vec![Condition::new(types::RECONCILED, ok, "Done", message)];
+        let mut first = reconciled(true, "created");
+        mark_trace(None, &mut first, trace_a);
+        assert_eq!(first[0].message, format!("created (trace {trace_a})"));
+        let previous = json!([{"type": "Reconciled", "status": "True", "reason": "Done", "message": first[0].message}]);
+        let mut same = reconciled(true, "created");
+        mark_trace(Some(&previous), &mut same, trace_b);
+        assert_eq!(same, first, "nothing changed: the first trace is kept");
+        let mut changed = reconciled(false, "created");
+        mark_trace(Some(&previous), &mut changed, trace_b);
+        assert_eq!(changed[0].message, format!("created (trace {trace_b})"));
+        assert_eq!(without_trace("x (trace 1234)"), "x (trace 1234)");
     }
 }

@@ -29,7 +29,9 @@
 mod conditions;
 mod response;
 
-pub use conditions::{Condition, OperatorConditions, find_condition, render_conditions};
+pub use conditions::{
+    Condition, OperatorConditions, find_condition, mark_trace, render_conditions,
+};
 pub use response::{Checked, PluginEvent, check_finalize, check_reconcile};
 
 use k8s_openapi::api::core::v1::ObjectReference;

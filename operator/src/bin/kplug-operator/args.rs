@@ -152,7 +152,14 @@ pub(crate) struct Args {
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     lease_duration: Duration,
 
-    /// Serve /metrics, /healthz and /readyz here
+    /// Export OpenTelemetry spans to this OTLP/gRPC endpoint (e.g.
+    /// http://collector:4317): a reconcile and its plugin calls are one
+    /// trace, which the plugins continue (W3C traceparent), and the
+    /// Reconciled condition names its trace id. Off when unset
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
+
+    /// Serve /metrics, /healthz, /readyz and /plugins (for kubectl kplug) here
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
 }

@@ -8,20 +8,49 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::Reporter;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use args::Args;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args = Args::parse();
+    // Spans go to an OTLP endpoint only when one is given.
+    let exporter = match args
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| kplug_proto::telemetry::Exporter::new("kplug-operator", endpoint))
+        .transpose()
+    {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("kplug-operator: --otlp-endpoint: {error}");
+            return ExitCode::from(2);
+        }
+    };
     // Colours only for a person at a terminal, never in files or log
     // collectors.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    tracing_subscriber::registry()
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
         )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .with(
+            exporter
+                .as_ref()
+                .map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer("kplug-operator"))),
+        )
         .init();
-    let mut args = Args::parse();
+    let code = run(args).await;
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
+    code
+}
+
+async fn run(mut args: Args) -> ExitCode {
     if let Err(error) = args.merge_env(&std::env::vars().collect::<Vec<_>>()) {
         eprintln!("kplug-operator: {error}");
         return ExitCode::from(2);

@@ -79,6 +79,14 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         ),
         None => println!("Ready:          no condition yet: the operator has not reconciled it"),
     }
+    if let Some(trace) = conditions
+        .iter()
+        .find(|c| c["type"] == "Reconciled")
+        .and_then(|c| c["message"].as_str())
+        .and_then(|m| m.rsplit_once("(trace ")?.1.strip_suffix(')'))
+    {
+        println!("Trace:          {trace} (the reconcile that brought the current state)");
+    }
 
     println!("\nCONDITIONS");
     let mut rows = vec![["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"].map(String::from)];
