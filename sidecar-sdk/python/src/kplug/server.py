@@ -19,6 +19,7 @@ from pathlib import Path
 
 import grpc
 
+from kplug import tracing
 from kplug._proto import plugin_pb2_grpc, registry_pb2
 from kplug.errors import StartupError
 from kplug.heartbeat import Heartbeat
@@ -160,6 +161,7 @@ async def serve(
     server = PluginServer(
         plugin, info, socket_dir=socket_dir, heartbeat_interval=heartbeat_interval, grace=grace
     )
+    stop_tracing = tracing.export(info.name)
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     hurry = asyncio.Event()
@@ -193,6 +195,8 @@ async def serve(
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
+        if stop_tracing is not None:
+            stop_tracing()
 
 
 def run(

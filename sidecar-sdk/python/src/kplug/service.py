@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
+from kplug import tracing
 from kplug._proto import plugin_pb2, plugin_pb2_grpc, types_pb2
 from kplug.errors import InvalidRequestError
 from kplug.info import PROTOCOL, PluginInfo
@@ -100,9 +101,10 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
                 decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
             )
 
-        return await self._handle(
-            "reconcile", request, self._plugin.reconcile, encode, plugin_pb2.ReconcileResponse
-        )
+        with tracing.handler_span(self._info.name, "Reconcile", context.invocation_metadata()):
+            return await self._handle(
+                "reconcile", request, self._plugin.reconcile, encode, plugin_pb2.ReconcileResponse
+            )
 
     async def Finalize(  # noqa: N802
         self, request: plugin_pb2.FinalizeRequest, context: grpc.aio.ServicerContext
@@ -112,9 +114,10 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
                 decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
             )
 
-        return await self._handle(
-            "finalize", request, self._plugin.finalize, encode, plugin_pb2.FinalizeResponse
-        )
+        with tracing.handler_span(self._info.name, "Finalize", context.invocation_metadata()):
+            return await self._handle(
+                "finalize", request, self._plugin.finalize, encode, plugin_pb2.FinalizeResponse
+            )
 
     async def _handle(
         self,
