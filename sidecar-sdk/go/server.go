@@ -308,6 +308,18 @@ func Main(info Info, plugin Plugin, opts ...Option) {
 }
 
 func run(info Info, plugin Plugin, opts ...Option) error {
+	stopTracing, err := startTracing(context.Background(), info.Name)
+	if err != nil {
+		return err
+	}
+	if stopTracing != nil {
+		// Flush the last spans, bounded: the process is exiting.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = stopTracing(ctx)
+		}()
+	}
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)

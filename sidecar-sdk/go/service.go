@@ -74,6 +74,8 @@ type handlerFunc func(context.Context, *Request) (*Response, error)
 // handle decodes the request, calls the handler and turns every failure
 // (bad JSON, an error, a panic, a nil response) into a FAILED response.
 func (s *service) handle(ctx context.Context, call string, handler handlerFunc, implementation string, object []byte, extensions [][]byte) (response *Response) {
+	ctx, span := handlerSpan(ctx, s.info.Name, call)
+	defer span.End()
 	request, err := DecodeRequest(implementation, object, extensions...)
 	if err != nil {
 		s.logger.Error(err.Error()+"; the handler was not called", "call", call)
