@@ -82,3 +82,4 @@ export {
 } from "./response.js";
 export { PluginServer, run, type ServeOptions, serve } from "./server.js";
 export { claimSocket, isLive, pluginSocketPath, SocketFile } from "./socket.js";
+export { exportSpans, OTLP_ENDPOINT_ENV } from "./tracing.js";

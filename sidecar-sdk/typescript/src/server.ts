@@ -21,6 +21,7 @@ import { Heartbeat } from "./heartbeat.js";
 import { type PluginInfo, validateName, wireOffer } from "./info.js";
 import { describeError, type Logger, stderrLogger } from "./logger.js";
 import type { Plugin } from "./plugin.js";
+import { exportSpans } from "./tracing.js";
 import {
   DEFAULT_GRACE_SECONDS,
   DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
@@ -253,6 +254,7 @@ const SIGNALS = ["SIGTERM", "SIGINT"] as const;
 export async function serve(plugin: Plugin, info: PluginInfo, options: ServeOptions = {}): Promise<void> {
   const logger = options.logger ?? stderrLogger();
   const server = new PluginServer(plugin, info, { ...options, logger });
+  const stopTracing = exportSpans(info.name);
   let signalled: (signal: NodeJS.Signals) => void = () => {};
   const stopRequested = new Promise<NodeJS.Signals>((resolve) => {
     signalled = resolve;
@@ -279,6 +281,7 @@ export async function serve(plugin: Plugin, info: PluginInfo, options: ServeOpti
     for (const signal of SIGNALS) {
       process.off(signal, onSignal);
     }
+    await stopTracing?.();
   }
 }
 

@@ -29,6 +29,7 @@ import type { Plugin, Readiness } from "./plugin.js";
 import { PROTOCOL } from "./protocol.js";
 import { Request } from "./request.js";
 import { Response } from "./response.js";
+import { inHandlerSpan } from "./tracing.js";
 
 /** RECONCILE always; FINALIZE when `info.finalize` says so, or by default when the plugin has a `finalize` method. */
 export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
@@ -135,12 +136,14 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
       call: ServerUnaryCall<ReconcileRequest, ReconcileResponse>,
       callback: sendUnaryData<ReconcileResponse>,
     ) {
-      void handle(
-        "reconcile",
-        call.request,
-        (request) => plugin.reconcile(request),
-        (response, request) => response.toReconcileResponse(...sent(request)),
-        failedReconcile,
+      void inHandlerSpan(name, "Reconcile", call.metadata, () =>
+        handle(
+          "reconcile",
+          call.request,
+          (request) => plugin.reconcile(request),
+          (response, request) => response.toReconcileResponse(...sent(request)),
+          failedReconcile,
+        ),
       ).then(
         (response) => callback(null, response),
         (error: unknown) => callback(null, failedReconcile(describeError(error))),
@@ -150,12 +153,14 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
       call: ServerUnaryCall<FinalizeRequest, FinalizeResponse>,
       callback: sendUnaryData<FinalizeResponse>,
     ) {
-      void handle(
-        "finalize",
-        call.request,
-        (request) => (plugin.finalize ? plugin.finalize(request) : Response.ok()),
-        (response, request) => response.toFinalizeResponse(...sent(request)),
-        failedFinalize,
+      void inHandlerSpan(name, "Finalize", call.metadata, () =>
+        handle(
+          "finalize",
+          call.request,
+          (request) => (plugin.finalize ? plugin.finalize(request) : Response.ok()),
+          (response, request) => response.toFinalizeResponse(...sent(request)),
+          failedFinalize,
+        ),
       ).then(
         (response) => callback(null, response),
         (error: unknown) => callback(null, failedFinalize(describeError(error))),
