@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
 type Metrics = Arc<prometheus_client::registry::Registry>;
+use crate::reconcile::LastCalls;
 use crate::registry::Registry;
 
 /// Shared readiness of the controller.
@@ -56,6 +57,7 @@ impl Readiness {
 struct AppState {
     metrics: Metrics,
     registry: Registry,
+    last_calls: Arc<LastCalls>,
     readiness: Readiness,
 }
 
@@ -78,6 +80,7 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
     registry: Registry,
+    last_calls: Arc<LastCalls>,
     readiness: Readiness,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::Error> {
@@ -85,15 +88,17 @@ pub(crate) async fn serve(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         source,
     })?;
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins and /calls");
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/plugins", get(plugins))
+        .route("/calls/{uid}", get(last_call))
         .with_state(AppState {
             metrics,
             registry,
+            last_calls,
             readiness,
         });
     axum::serve(listener, app)
@@ -148,6 +153,23 @@ async fn plugins(State(state): State<AppState>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
+}
+
+/// The last plugin call of the object with `uid` this replica made, as
+/// JSON; 404 when it made none (a follower, or not called since start).
+async fn last_call(State(state): State<AppState>, Path(uid): Path<String>) -> impl IntoResponse {
+    match state.last_calls.get(&uid) {
+        Some(call) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            call.to_json().to_string(),
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("no call for object {uid} on this replica\n"),
+        ),
+    }
 }
 
 async fn ready(State(state): State<AppState>) -> impl IntoResponse {

@@ -152,6 +152,7 @@ pub async fn run(
             listener,
             Arc::clone(&metrics),
             registry.clone(),
+            delegate.last_calls(),
             readiness.clone(),
             until_stopped(),
         ))

@@ -98,6 +98,8 @@ async fn plugins_why_and_replay() {
         "plugin mariadb, chosen for MariaDB, is not registered (registered: postgresql)",
         "Start the plugin that offers MariaDB for DatabaseTable (plugin mariadb)",
         "registry.sock",
+        // The call before the plugin went: none since (it waits).
+        "last call Reconcile to plugin mariadb: ok in ",
     ] {
         assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
     }
@@ -129,6 +131,7 @@ async fn plugins_why_and_replay() {
     for expected in [
         "Implementation: PostgreSQL, plugin postgresql",
         "plugin postgresql 1.0.0 is registered, ready",
+        "last call Reconcile to plugin postgresql: ok in ",
         "Nothing: it is Ready.",
     ] {
         assert!(out.contains(expected), "{expected:?} missing from:\n{out}");

@@ -140,6 +140,7 @@ where
             waiting: Arc::default(),
             shares: Shares::new(self.max_reconciles_per_plugin.into()),
             written: Arc::default(),
+            last_calls: Arc::default(),
         };
         Ok(Delegate {
             core: Arc::new(core),

@@ -187,6 +187,11 @@ where
         )
     }
 
+    /// The last plugin call of each object, for the binary's `/calls`.
+    pub(crate) fn last_calls(&self) -> Arc<crate::reconcile::LastCalls> {
+        Arc::clone(&self.core.last_calls)
+    }
+
     /// Forgets what the last term knew: a new leader reconciles every
     /// object once, and each records its needs again.
     pub(crate) fn new_term(&self) {

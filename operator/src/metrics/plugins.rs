@@ -33,7 +33,8 @@ pub(crate) enum CallOutcome {
 }
 
 impl CallOutcome {
-    fn label(self) -> &'static str {
+    /// The label value.
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Retry => "retry",

@@ -2,12 +2,15 @@
 //! extensions its offer declared), the call, the checks of the answer, and
 //! the plugin's part of the status. Every way it can end is an [`Outcome`].
 
+use std::time::{Instant, SystemTime};
+
 use kplug_proto::v1::{self, Capability, FinalizeRequest, GroupKind, ReconcileRequest};
+use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 
 use super::outcome::{Call, DEFAULT_RETRY};
-use super::{Backend, Core, Outcome, write};
+use super::{Backend, Core, LastCall, Outcome, write};
 use crate::metrics::CallOutcome;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::selection::Candidate;
@@ -120,12 +123,17 @@ pub(super) async fn reconcile<B: Backend>(
         object: sent.object_json,
         extensions: sent.extensions_json,
     };
+    let started = Instant::now();
     let response = match core.backend.reconcile(plugin, request).await {
         Ok(response) => response,
-        Err(error) => return Outcome::CallFailed { call, error }.into(),
+        Err(error) => {
+            remember(core, obj, plugin, call, error.metric(), started);
+            return Outcome::CallFailed { call, error }.into();
+        }
     };
     let checked = status::check_reconcile(response, obj, &sent.extensions);
-    count_answer(&instance, call, &checked);
+    let answer = count_answer(&instance, call, &checked);
+    remember(core, obj, plugin, call, answer, started);
     let checked = match checked {
         Ok(checked) => checked,
         Err(problem) => {
@@ -177,13 +185,18 @@ pub(super) async fn finalize<B: Backend>(
         object: sent.object_json,
         extensions: sent.extensions_json,
     };
+    let started = Instant::now();
     let response = match core.backend.finalize(&candidate.plugin, request).await {
         Ok(response) => response,
-        Err(error) => return Outcome::CallFailed { call, error },
+        Err(error) => {
+            remember(core, obj, &candidate.plugin, call, error.metric(), started);
+            return Outcome::CallFailed { call, error };
+        }
     };
     let label = instance.label();
     let checked = status::check_finalize(response, obj, &sent.extensions);
-    count_answer(instance, call, &checked);
+    let answer = count_answer(instance, call, &checked);
+    remember(core, obj, &candidate.plugin, call, answer, started);
     let checked = match checked {
         Ok(checked) => checked,
         Err(problem) => {
@@ -200,7 +213,11 @@ pub(super) async fn finalize<B: Backend>(
 
 /// Counts an answer in `kplug_plugin_calls_total`: what the plugin said,
 /// or `invalid` when the checks refused it.
-fn count_answer(instance: &PluginInstance, call: Call, checked: &Result<Checked, String>) {
+fn count_answer(
+    instance: &PluginInstance,
+    call: Call,
+    checked: &Result<Checked, String>,
+) -> CallOutcome {
     let outcome = match checked {
         Err(_) => CallOutcome::Invalid,
         Ok(checked) => match checked.outcome {
@@ -210,6 +227,28 @@ fn count_answer(instance: &PluginInstance, call: Call, checked: &Result<Checked,
         },
     };
     instance.count_answer(call.name(), outcome);
+    outcome
+}
+
+/// Records the call that just ended as `obj`'s last (`kubectl kplug why`).
+fn remember<B>(
+    core: &Core<B>,
+    obj: &DynamicObject,
+    plugin: &str,
+    call: Call,
+    outcome: CallOutcome,
+    started: Instant,
+) {
+    core.last_calls.record(
+        obj.uid().unwrap_or_default(),
+        LastCall {
+            plugin: plugin.to_owned(),
+            call: call.name(),
+            outcome: outcome.label(),
+            took: started.elapsed(),
+            at: SystemTime::now(),
+        },
+    );
 }
 
 /// What a valid answer of plugin `label` amounts to.

@@ -3,6 +3,7 @@
 //! half of a move to another implementation ([`super::reselect`]).
 
 use kplug_proto::v1::Capability;
+use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
@@ -40,6 +41,7 @@ pub(super) async fn finalize<B: Backend>(
 
 fn forget<B: Backend>(obj: &DynamicObject, core: &Core<B>) {
     core.backend.forget(obj);
+    core.last_calls.forget(&obj.uid().unwrap_or_default());
     core.waiting.done(&core.object_ref(obj));
 }
 

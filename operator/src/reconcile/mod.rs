@@ -23,6 +23,7 @@
 mod apply;
 mod call;
 mod finalize;
+mod last_call;
 mod outcome;
 mod plan;
 mod reselect;
@@ -33,6 +34,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use last_call::{LastCall, LastCalls};
 pub(crate) use outcome::Outcome;
 pub use reselect::RESELECT;
 pub(crate) use reselect::requested as reselect_requested;
@@ -231,6 +233,8 @@ pub(crate) struct Core<B> {
     pub(crate) shares: Shares,
     /// What the operator last wrote to each status (repairs, no loops).
     pub(crate) written: Arc<Written>,
+    /// The last plugin call of each object (`kubectl kplug why`).
+    pub(crate) last_calls: Arc<LastCalls>,
 }
 
 impl<B> Core<B> {

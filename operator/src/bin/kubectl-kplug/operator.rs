@@ -99,15 +99,51 @@ impl Source {
     /// # Errors
     /// When no replica can be asked, with what to check.
     pub(crate) async fn replicas(&self, client: &kube::Client) -> Result<Vec<Replica>, Error> {
+        let mut replicas = Vec::new();
+        for (source, text) in self.ask(client, "/plugins").await? {
+            let text =
+                text.ok_or_else(|| format!("{source} has no /plugins: is it a kplug operator?"))?;
+            replicas.push(parse(&source, &text)?);
+        }
+        Ok(replicas)
+    }
+
+    /// The last plugin call each replica made for the object `uid`:
+    /// (replica, call), for the replicas that made one.
+    ///
+    /// # Errors
+    /// When no replica can be asked.
+    pub(crate) async fn last_calls(
+        &self,
+        client: &kube::Client,
+        uid: &str,
+    ) -> Result<Vec<(String, LastCall)>, Error> {
+        let mut calls = Vec::new();
+        for (source, text) in self.ask(client, &format!("/calls/{uid}")).await? {
+            if let Some(text) = text {
+                let call = serde_json::from_str(&text).map_err(|e| {
+                    format!("{source} answered /calls with something else than JSON: {e}")
+                })?;
+                calls.push((source, call));
+            }
+        }
+        Ok(calls)
+    }
+
+    /// GET `path` on each replica: (replica, body), the body `None` on 404.
+    async fn ask(
+        &self,
+        client: &kube::Client,
+        path: &str,
+    ) -> Result<Vec<(String, Option<String>)>, Error> {
         if let Some(url) = &self.operator {
             let config =
                 kube::Config::new(url.parse().map_err(|e| format!("--operator {url}: {e}"))?);
             let direct = kube::Client::try_from(config)?;
-            let text = direct
-                .request_text(http::Request::get("/plugins").body(Vec::new())?)
+            let text = get(&direct, path)
                 .await
-                .map_err(|e| format!("asking the operator at {url} for /plugins: {e}"))?;
-            return Ok(vec![parse(url, &text)?]);
+                .map_err(|e| format!("asking the operator at {url} for {path}: {e}"))?;
+            return Ok(vec![(url.clone(), text)]);
         }
         let pods: Api<Pod> = Api::namespaced(client.clone(), &self.operator_namespace);
         let list = pods
@@ -126,23 +162,43 @@ impl Source {
             )
             .into());
         }
-        let mut replicas = Vec::new();
+        let mut answers = Vec::new();
         for pod in list.items {
             let name = pod.metadata.name.unwrap_or_default();
-            let path = format!(
-                "/api/v1/namespaces/{}/pods/{name}:{}/proxy/plugins",
+            let proxied = format!(
+                "/api/v1/namespaces/{}/pods/{name}:{}/proxy{path}",
                 self.operator_namespace, self.operator_port
             );
-            let text = client
-                .request_text(http::Request::get(path).body(Vec::new())?)
+            let text = get(client, &proxied)
                 .await
-                .map_err(|e| {
-                    format!("asking Pod {name} for /plugins through the API server: {e}")
-                })?;
-            replicas.push(parse(&name, &text)?);
+                .map_err(|e| format!("asking Pod {name} for {path} through the API server: {e}"))?;
+            answers.push((name, text));
         }
-        Ok(replicas)
+        Ok(answers)
     }
+}
+
+/// GET `path`; `None` when it answers 404.
+async fn get(client: &kube::Client, path: &str) -> Result<Option<String>, Error> {
+    match client
+        .request_text(http::Request::get(path).body(Vec::new())?)
+        .await
+    {
+        Ok(text) => Ok(Some(text)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The last plugin call a replica made for an object.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LastCall {
+    pub(crate) plugin: String,
+    pub(crate) call: String,
+    pub(crate) outcome: String,
+    pub(crate) took_seconds: f64,
+    pub(crate) seconds_ago: f64,
 }
 
 fn parse(source: &str, text: &str) -> Result<Replica, Error> {

@@ -124,6 +124,27 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         )),
     };
 
+    match args
+        .source
+        .last_calls(client, &obj.uid().unwrap_or_default())
+        .await
+    {
+        Ok(calls) if calls.is_empty() => println!("last call: none since the operator started"),
+        Ok(calls) => {
+            for (replica, call) in calls {
+                println!(
+                    "{replica}: last call {} to plugin {}: {} in {:.0} ms, {:.0}s ago",
+                    call.call,
+                    call.plugin,
+                    call.outcome,
+                    call.took_seconds * 1000.0,
+                    call.seconds_ago
+                );
+            }
+        }
+        Err(_) => {} // said above, with the plugins
+    }
+
     println!("\nWHAT TO DO");
     let ready_true = ready.is_some_and(|c| c["status"] == "True");
     match (ready_true, advice) {

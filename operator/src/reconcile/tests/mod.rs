@@ -70,6 +70,7 @@ impl World {
             waiting: Arc::default(),
             shares: Shares::new(per_plugin),
             written: Arc::default(),
+            last_calls: Arc::default(),
         };
         core.backend.set_grace([None]);
         Self { api, core, metrics }
