@@ -453,6 +453,7 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
         eprintln!(
             "overlay {overlay}: 2 replicas Ready and confined, {name} Ready on {implementation}"
         );
+        tokio::task::block_in_place(|| kubectl_kplug_sees(&control_plane, &plugins, &name));
 
         // The table goes before the node does (its finalizer drops it in
         // the real database).
@@ -474,6 +475,54 @@ async fn every_overlay_runs_on_a_real_node_and_converges_a_table() {
         deleting_a_pod_drains_its_plugins(&client, &control_plane, &plugins).await;
         drop(client);
         stop_and_check(control_plane, &before, &format!("overlay {overlay}"));
+    }
+}
+
+/// `kubectl kplug`, as kubectl runs it (found on the PATH as
+/// `kubectl-kplug`), reaches each operator replica through the API server's
+/// pod proxy: both replicas list the overlay's plugins, and `why` says the
+/// table is Ready and names its last call (made by the leader).
+fn kubectl_kplug_sees(control_plane: &ControlPlane, plugins: &[&str], table: &str) {
+    let bin_dir = target_dir().join("debug");
+    assert!(
+        bin_dir.join("kubectl-kplug").is_file(),
+        "target/debug/kubectl-kplug is missing: cargo build -p kplug-operator --bins"
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        let output = kubectl_command(control_plane)
+            .env("PATH", &path)
+            .arg("kplug")
+            .args(args)
+            .output()
+            .expect("running kubectl kplug");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "kubectl kplug {args:?}: {}\n{text}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        text
+    };
+    let listed = run(&["plugins"]);
+    for plugin in plugins {
+        let replicas = listed
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some(*plugin))
+            .count();
+        assert_eq!(replicas, 2, "{plugin} on both replicas:\n{listed}");
+    }
+    let why = run(&["why", &format!("databasetable/{table}")]);
+    for expected in [
+        "Ready:          True",
+        "last call Reconcile to plugin",
+        "Nothing: it is Ready.",
+    ] {
+        assert!(why.contains(expected), "{expected:?} missing from:\n{why}");
     }
 }
 
