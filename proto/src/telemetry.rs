@@ -74,6 +74,32 @@ impl Exporter {
     }
 }
 
+/// Installs the process's `tracing` subscriber: logs on stdout filtered by
+/// `RUST_LOG` (default `info`), in colour only for a person at a terminal
+/// (never in files or log collectors), and, with `exporter`, spans exported
+/// as `tracer`.
+///
+/// # Errors
+/// When a subscriber is installed already (the first one stays).
+pub fn init_subscriber(
+    exporter: Option<&Exporter>,
+    tracer: &'static str,
+) -> Result<(), tracing_subscriber::util::TryInitError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+        )
+        .with(exporter.map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer(tracer))))
+        .try_init()
+}
+
 /// Adds the W3C trace context of `span` (`traceparent`, `tracestate`) to
 /// `metadata`. Nothing when `span` is not traced.
 pub fn inject(span: &tracing::Span, metadata: &mut MetadataMap) {

@@ -33,8 +33,6 @@ use crate::{Error, heartbeat};
 /// bound, or the server fails. Its message (`Display`, and `Debug` too)
 /// names the plugin and says what to do, so `main` can simply return it.
 pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
     // With OTEL_EXPORTER_OTLP_ENDPOINT set, the handlers' spans continue the
     // operator's trace and are exported there, as the plugin's name.
     let exporter = match std::env::var(telemetry::OTLP_ENDPOINT_ENV)
@@ -49,20 +47,8 @@ pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> 
         )?),
         None => None,
     };
-    let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
-        )
-        .with(
-            exporter
-                .as_ref()
-                .map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer("kplug-sidecar"))),
-        )
-        .try_init();
+    // A program that installed its own subscriber keeps it.
+    let _ = telemetry::init_subscriber(exporter.as_ref(), "kplug-sidecar");
     let served = Server::from_env(info, plugin)?
         .run_until(termination())
         .await;

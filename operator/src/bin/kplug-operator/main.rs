@@ -7,9 +7,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::Reporter;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
 
 use args::Args;
 
@@ -29,20 +26,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Colours only for a person at a terminal, never in files or log
-    // collectors.
-    tracing_subscriber::registry()
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
-        )
-        .with(
-            exporter
-                .as_ref()
-                .map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer("kplug-operator"))),
-        )
-        .init();
+    // The first subscriber of the process: it cannot be taken.
+    let _ = kplug_proto::telemetry::init_subscriber(exporter.as_ref(), "kplug-operator");
     let code = run(args).await;
     if let Some(exporter) = exporter {
         exporter.shutdown();
