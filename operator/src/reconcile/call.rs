@@ -2,6 +2,7 @@
 //! extensions its offer declared), the call, the checks of the answer, and
 //! the plugin's part of the status. Every way it can end is an [`Outcome`].
 
+use std::future::Future;
 use std::time::{Instant, SystemTime};
 
 use kplug_proto::v1::{self, Capability, FinalizeRequest, GroupKind, ReconcileRequest};
@@ -123,27 +124,13 @@ pub(super) async fn reconcile<B: Backend>(
         object: sent.object_json,
         extensions: sent.extensions_json,
     };
-    let started = Instant::now();
-    let response = match core.backend.reconcile(plugin, request).await {
-        Ok(response) => response,
-        Err(error) => {
-            remember(core, obj, plugin, call, error.metric(), started);
-            return Outcome::CallFailed { call, error }.into();
-        }
-    };
-    let checked = status::check_reconcile(response, obj, &sent.extensions);
-    let answer = count_answer(&instance, call, &checked);
-    remember(core, obj, plugin, call, answer, started);
-    let checked = match checked {
+    let sent_call = core.backend.reconcile(plugin, request);
+    let checked = exchange(core, obj, &instance, call, sent_call, |response| {
+        status::check_reconcile(response, obj, &sent.extensions)
+    });
+    let checked = match checked.await {
         Ok(checked) => checked,
-        Err(problem) => {
-            return Outcome::Invalid {
-                call,
-                plugin: label,
-                problem,
-            }
-            .into();
-        }
+        Err(outcome) => return outcome.into(),
     };
     // The API server has the last word on the plugin's part (its schema,
     // etcd's size limit). If it refuses, the operator's own conditions still
@@ -185,49 +172,56 @@ pub(super) async fn finalize<B: Backend>(
         object: sent.object_json,
         extensions: sent.extensions_json,
     };
-    let started = Instant::now();
-    let response = match core.backend.finalize(&candidate.plugin, request).await {
-        Ok(response) => response,
-        Err(error) => {
-            remember(core, obj, &candidate.plugin, call, error.metric(), started);
-            return Outcome::CallFailed { call, error };
-        }
+    let sent_call = core.backend.finalize(&candidate.plugin, request);
+    let checked = exchange(core, obj, instance, call, sent_call, |response| {
+        status::check_finalize(response, obj, &sent.extensions)
+    });
+    let checked = match checked.await {
+        Ok(checked) => checked,
+        Err(outcome) => return outcome,
     };
     let label = instance.label();
-    let checked = status::check_finalize(response, obj, &sent.extensions);
-    let answer = count_answer(instance, call, &checked);
-    remember(core, obj, &candidate.plugin, call, answer, started);
-    let checked = match checked {
-        Ok(checked) => checked,
-        Err(problem) => {
-            return Outcome::Invalid {
-                call,
-                plugin: label,
-                problem,
-            };
-        }
-    };
     write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
     answered(call, label, &checked)
 }
 
-/// Counts an answer in `kplug_plugin_calls_total`: what the plugin said,
-/// or `invalid` when the checks refused it.
-fn count_answer(
+/// Sends one call and checks its answer. The call is timed and recorded as
+/// `obj`'s last (`kubectl kplug why`), and an answer is counted in
+/// `kplug_plugin_calls_total` (a call without one is counted where it
+/// failed, in the transport). No answer, or one the checks refuse, is the
+/// outcome.
+async fn exchange<B, R>(
+    core: &Core<B>,
+    obj: &DynamicObject,
     instance: &PluginInstance,
     call: Call,
-    checked: &Result<Checked, String>,
-) -> CallOutcome {
-    let outcome = match checked {
-        Err(_) => CallOutcome::Invalid,
-        Ok(checked) => match checked.outcome {
-            v1::Outcome::Ok => CallOutcome::Ok,
-            v1::Outcome::Retry => CallOutcome::Retry,
-            v1::Outcome::Failed | v1::Outcome::Unspecified => CallOutcome::Failed,
-        },
+    sent: impl Future<Output = Result<R, CallError>>,
+    check: impl FnOnce(R) -> Result<Checked, String>,
+) -> Result<Checked, Outcome> {
+    let started = Instant::now();
+    let (counted, result) = match sent.await {
+        Err(error) => (error.metric(), Err(Outcome::CallFailed { call, error })),
+        Ok(response) => {
+            let checked = check(response);
+            let answer = match &checked {
+                Err(_) => CallOutcome::Invalid,
+                Ok(checked) => match checked.outcome {
+                    v1::Outcome::Ok => CallOutcome::Ok,
+                    v1::Outcome::Retry => CallOutcome::Retry,
+                    v1::Outcome::Failed | v1::Outcome::Unspecified => CallOutcome::Failed,
+                },
+            };
+            instance.count_answer(call.name(), answer);
+            let result = checked.map_err(|problem| Outcome::Invalid {
+                call,
+                plugin: instance.label(),
+                problem,
+            });
+            (answer, result)
+        }
     };
-    instance.count_answer(call.name(), outcome);
-    outcome
+    remember(core, obj, &instance.name, call, counted, started);
+    result
 }
 
 /// Records the call that just ended as `obj`'s last (`kubectl kplug why`).

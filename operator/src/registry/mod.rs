@@ -183,13 +183,8 @@ impl Registry {
 
     /// Every ready instance, by name.
     pub fn ready(&self) -> Vec<Arc<PluginInstance>> {
-        let mut ready: Vec<_> = self
-            .read()
-            .values()
-            .filter(|p| p.is_ready())
-            .cloned()
-            .collect();
-        ready.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut ready = self.instances();
+        ready.retain(|p| p.is_ready());
         ready
     }
 

@@ -15,7 +15,7 @@ use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::target::Target;
+use crate::target::{Target, text};
 
 /// Which call to send.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -212,12 +212,6 @@ fn called(socket: &str, call: &str, status: &tonic::Status) -> Error {
         status.message()
     )
     .into()
-}
-
-fn text(v: &Value, pointer: &str) -> Option<String> {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 fn names(offers: &[&Offer]) -> String {

@@ -94,3 +94,11 @@ impl Target {
         format!("{} {}/{}", self.resource.kind, self.namespace, self.name)
     }
 }
+
+/// The string at JSON `pointer` in `value`, if there is one.
+pub(crate) fn text(value: &serde_json::Value, pointer: &str) -> Option<String> {
+    value
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+}

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::Error;
 use crate::operator::{Replica, Source};
 use crate::plugins::table;
-use crate::target::Target;
+use crate::target::{Target, text};
 
 /// How many of the object's Events are shown, newest last.
 const EVENTS: usize = 10;
@@ -39,7 +39,6 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let target = Target::resolve(client, &args.object, args.namespace.as_deref()).await?;
     let obj = target.get(client).await?;
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
     let implementation = text(&status, "/implementation");
     let preferred = text(&obj.data, "/spec/preferredImplementation");
     let recorded_plugin = text(&status, "/plugin");
