@@ -63,20 +63,25 @@ mod ownership;
 mod plugin;
 mod preference;
 mod reconcile;
-#[cfg(feature = "fuzzing")]
+// Public for the fuzz targets and for kplug-conformance (the operator's own
+// heartbeat checks); not part of the API.
+#[cfg(any(feature = "fuzzing", feature = "conformance"))]
 #[doc(hidden)]
 pub mod refusal;
-#[cfg(not(feature = "fuzzing"))]
+#[cfg(not(any(feature = "fuzzing", feature = "conformance")))]
 #[allow(unreachable_pub)]
 mod refusal;
 mod registry;
 mod run;
 mod selection;
 mod share;
-#[cfg(feature = "fuzzing")]
+// Public for the fuzz targets (`fuzzing`) and for kplug-conformance
+// (`conformance`), which checks a plugin's answers with the operator's own
+// rules; not part of the API.
+#[cfg(any(feature = "fuzzing", feature = "conformance"))]
 #[doc(hidden)]
 pub mod status;
-#[cfg(not(feature = "fuzzing"))]
+#[cfg(not(any(feature = "fuzzing", feature = "conformance")))]
 #[allow(unreachable_pub)]
 mod status;
 mod target;

@@ -124,13 +124,16 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// [`check_heartbeat`], for fuzzing and tests: the refusal as the reason
-/// a plugin is sent.
+/// [`check_heartbeat`], for fuzzing and kplug-conformance: the refusal as
+/// the reason a plugin is sent.
 ///
 /// # Errors
 /// The reason the heartbeat would be refused.
 #[doc(hidden)]
-#[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "fuzzing", feature = "conformance")),
+    allow(dead_code)
+)]
 pub fn heartbeat_refusal(req: &HeartbeatRequest) -> Result<(), String> {
     check_heartbeat(req).map_err(|r| r.to_string())
 }

@@ -1,0 +1,301 @@
+//! The shared request/response cases (`sidecar-sdk/conformance/cases.json`)
+//! run against an SDK's conformance plugin, as that file's README specifies:
+//! in file order, on one plugin instance, each answer turned into the case's
+//! JSON shape and compared by value.
+
+use kplug_proto::v1::plugin_client::PluginClient;
+use kplug_proto::v1::{
+    Capability, ConditionStatus, EventType, FinalizeRequest, GetInfoRequest, ObjectRef, Outcome,
+    ProbeRequest, ReconcileRequest,
+};
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+/// Runs every case of `cases` (the parsed file) against the plugin behind
+/// `client`.
+///
+/// # Errors
+/// The first case that fails, by name, with what was expected and got; or a
+/// malformed file.
+pub async fn run(client: &mut PluginClient<Channel>, cases: &Value) -> Result<usize, String> {
+    let all = cases["cases"]
+        .as_array()
+        .ok_or("the cases file has no \"cases\" list")?;
+    for case in all {
+        let name = case["name"].as_str().unwrap_or("(unnamed)");
+        run_case(client, &case["request"], &case["expect"])
+            .await
+            .map_err(|e| format!("case {name:?}: {e}"))?;
+    }
+    Ok(all.len())
+}
+
+async fn run_case(
+    client: &mut PluginClient<Channel>,
+    request: &Value,
+    expect: &Value,
+) -> Result<(), String> {
+    let rpc = request["rpc"].as_str().unwrap_or_default();
+    let actual = match rpc {
+        "GetInfo" => {
+            let info = client
+                .get_info(GetInfoRequest {})
+                .await
+                .map_err(|s| format!("GetInfo failed: {}", s.message()))?
+                .into_inner();
+            json!({
+                "name": info.name, "version": info.version, "protocol": info.protocol,
+                "description": info.description,
+                "offers": info.offers.iter().map(|o| {
+                    let base = o.base.clone().unwrap_or_default();
+                    json!({
+                        "base": {"group": base.group, "kind": base.kind},
+                        "implementation": o.implementation,
+                        "extensions": o.extensions.iter()
+                            .map(|e| json!({"group": e.group, "kind": e.kind}))
+                            .collect::<Vec<_>>(),
+                    })
+                }).collect::<Vec<_>>(),
+                "capabilities": info.capabilities.iter().map(|c| capability_name(*c)).collect::<Vec<_>>(),
+            })
+        }
+        "Probe" => {
+            let probe = client
+                .probe(ProbeRequest {})
+                .await
+                .map_err(|s| format!("Probe failed: {}", s.message()))?
+                .into_inner();
+            json!({"ready": probe.ready, "message": probe.message})
+        }
+        "Reconcile" => {
+            let (implementation, object, extensions) = encode(request)?;
+            let r = client
+                .reconcile(ReconcileRequest {
+                    implementation,
+                    object,
+                    extensions,
+                })
+                .await
+                .map_err(|s| {
+                    format!(
+                        "Reconcile failed with gRPC status {:?}: {}",
+                        s.code(),
+                        s.message()
+                    )
+                })?
+                .into_inner();
+            json!({
+                "outcome": outcome_name(r.outcome),
+                "message": r.message,
+                "retry_after_seconds": retry_after(r.retry_after.as_ref()),
+                "status": status_json(&r.status)?,
+                "extension_statuses": r.extension_statuses.iter().map(|s| Ok(json!({
+                    "target": reference(s.target.as_ref()), "status": status_json(&s.status)?,
+                }))).collect::<Result<Vec<_>, String>>()?,
+                "conditions": r.conditions.iter().map(|c| json!({
+                    "type": c.r#type,
+                    "status": match ConditionStatus::try_from(c.status) {
+                        Ok(ConditionStatus::True) => "True",
+                        Ok(ConditionStatus::False) => "False",
+                        _ => "Unknown",
+                    },
+                    "reason": c.reason, "message": c.message,
+                })).collect::<Vec<_>>(),
+                "events": events(&r.events),
+            })
+        }
+        "Finalize" => {
+            let (implementation, object, extensions) = encode(request)?;
+            let r = client
+                .finalize(FinalizeRequest {
+                    implementation,
+                    object,
+                    extensions,
+                })
+                .await
+                .map_err(|s| {
+                    format!(
+                        "Finalize failed with gRPC status {:?}: {}",
+                        s.code(),
+                        s.message()
+                    )
+                })?
+                .into_inner();
+            json!({
+                "outcome": outcome_name(r.outcome),
+                "message": r.message,
+                "retry_after_seconds": retry_after(r.retry_after.as_ref()),
+                "events": events(&r.events),
+            })
+        }
+        other => return Err(format!("unknown rpc {other:?} in the cases file")),
+    };
+    compare(rpc, actual, expect)
+}
+
+/// Compares an answer with the case's expectation; a Reconcile or Finalize
+/// message may be expected as a substring (`message_contains`).
+fn compare(rpc: &str, mut actual: Value, expect: &Value) -> Result<(), String> {
+    let mut want = expect.as_object().cloned().unwrap_or_default();
+    if matches!(rpc, "Reconcile" | "Finalize") {
+        let map = actual
+            .as_object_mut()
+            .expect("answers are built as objects");
+        let message = map.remove("message").unwrap_or_default();
+        let message = message.as_str().unwrap_or_default();
+        if let Some(part) = want.remove("message_contains") {
+            let part = part.as_str().unwrap_or_default();
+            if !message.contains(part) {
+                return Err(format!("message {message:?} should contain {part:?}"));
+            }
+        } else if let Some(expected) = want.remove("message")
+            && expected.as_str() != Some(message)
+        {
+            return Err(format!("message {message:?}, expected {expected}"));
+        }
+    }
+    let want = Value::Object(want);
+    if same(&actual, &want) {
+        Ok(())
+    } else {
+        Err(format!("got {actual}, expected {want}"))
+    }
+}
+
+fn capability_name(c: i32) -> &'static str {
+    match Capability::try_from(c) {
+        Ok(Capability::Reconcile) => "RECONCILE",
+        Ok(Capability::Finalize) => "FINALIZE",
+        _ => "UNSPECIFIED",
+    }
+}
+
+fn outcome_name(o: i32) -> &'static str {
+    match Outcome::try_from(o) {
+        Ok(Outcome::Ok) => "OK",
+        Ok(Outcome::Retry) => "RETRY",
+        Ok(Outcome::Failed) => "FAILED",
+        _ => "UNSPECIFIED",
+    }
+}
+
+fn reference(r: Option<&ObjectRef>) -> Value {
+    r.map_or(Value::Null, |r| {
+        json!({"apiVersion": r.api_version, "kind": r.kind, "namespace": r.namespace, "name": r.name})
+    })
+}
+
+fn events(events: &[kplug_proto::v1::Event]) -> Value {
+    events
+        .iter()
+        .map(|e| {
+            let kind = if e.r#type == EventType::Warning as i32 {
+                "Warning"
+            } else {
+                "Normal"
+            };
+            json!({"type": kind, "reason": e.reason, "message": e.message, "regarding": reference(e.regarding.as_ref())})
+        })
+        .collect()
+}
+
+fn retry_after(d: Option<&prost_types::Duration>) -> Value {
+    // Seconds as f64 is the case file's unit; precision loss past 2^53 s is
+    // irrelevant for delays.
+    #[allow(clippy::cast_precision_loss)]
+    d.map_or(Value::Null, |d| {
+        json!(d.seconds as f64 + f64::from(d.nanos) / 1e9)
+    })
+}
+
+/// Decodes status bytes, which must be compact UTF-8 JSON.
+fn status_json(bytes: &[u8]) -> Result<Value, String> {
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("a status is not JSON: {e}"))?;
+    let compact = serde_json::to_vec(&value).expect("a JSON value encodes");
+    if bytes.len() != compact.len() {
+        return Err(format!(
+            "a status is not compact JSON ({} bytes; compact, {} bytes): {}",
+            bytes.len(),
+            compact.len(),
+            String::from_utf8_lossy(bytes)
+        ));
+    }
+    Ok(value)
+}
+
+/// Compares JSON by value (`1` equals `1.0`; object key order is free).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A case's request as the wire carries it: implementation, object bytes,
+/// extension bytes.
+type Encoded = (String, Vec<u8>, Vec<Vec<u8>>);
+
+fn encode(request: &Value) -> Result<Encoded, String> {
+    let object = match request.get("object_raw").and_then(Value::as_str) {
+        Some(raw) => raw.as_bytes().to_vec(),
+        None => serde_json::to_vec(&request["object"]).map_err(|e| e.to_string())?,
+    };
+    let extensions = request["extensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| serde_json::to_vec(e).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let implementation = request["implementation"].as_str().unwrap_or_default();
+    Ok((implementation.to_owned(), object, extensions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_compare_by_value() {
+        assert!(same(
+            &json!({"a": 1, "b": [1.0]}),
+            &json!({"b": [1], "a": 1.0})
+        ));
+        assert!(!same(&json!({"a": 1}), &json!({"a": 1, "b": null})));
+        assert!(!same(&json!([1, 2]), &json!([2, 1])));
+    }
+
+    #[test]
+    fn a_message_may_be_expected_in_part() {
+        let expect = json!({"outcome": "FAILED", "message_contains": "boom"});
+        let got = json!({"outcome": "FAILED", "message": "ValueError: boom"});
+        assert_eq!(compare("Reconcile", got.clone(), &expect), Ok(()));
+        let expect = json!({"outcome": "FAILED", "message": "boom"});
+        assert!(
+            compare("Reconcile", got, &expect)
+                .unwrap_err()
+                .contains("expected \"boom\"")
+        );
+    }
+
+    #[test]
+    fn status_bytes_must_be_compact() {
+        assert_eq!(status_json(br#"{"a":1}"#), Ok(json!({"a": 1})));
+        assert!(
+            status_json(br#"{"a": 1}"#)
+                .unwrap_err()
+                .contains("not compact")
+        );
+        assert!(status_json(b"{").unwrap_err().contains("not JSON"));
+        assert_eq!(status_json(b""), Ok(Value::Null));
+    }
+}
