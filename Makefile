@@ -87,7 +87,7 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
+test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk conformance test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -122,6 +122,41 @@ test-go-sdk: tools ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-
 .PHONY: test-typescript-sdk
 test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)
 	$(MAKE) -C sidecar-sdk/typescript check
+
+# kplug-conformance against every SDK: each SDK's hello plugin (the protocol
+# checks) and its conformance plugin (the protocol checks and the shared
+# cases), as real processes on real sockets. The Rust conformance plugin runs
+# in `cargo test` (sidecar-sdk/tests/conformance.rs). A JUnit report per run
+# lands in target/conformance/.
+CONFORMANCE_DIR := $(TARGET_DIR)/conformance
+KIT := $(TARGET_DIR)/debug/kplug-conformance
+CASES := sidecar-sdk/conformance/cases.json
+PY_SDK := sidecar-sdk/python/.venv/bin/python
+TS_BUILD := sidecar-sdk/typescript/build
+
+.PHONY: conformance
+conformance: tools ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
+	$(CARGO) build -p kplug-conformance -p kplug-sidecar --bins --examples
+	$(MAKE) -C sidecar-sdk/python install
+	$(MAKE) -C sidecar-sdk/go generate
+	$(MAKE) -C sidecar-sdk/typescript build
+	@mkdir -p $(CONFORMANCE_DIR)/bin
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./examples/hello ./internal/conformance/cmd/conformance-plugin
+	@run() { name=$$1; shift; \
+	  echo "[conformance] $$name"; \
+	  sockets=$$(mktemp -d); \
+	  status=0; $(KIT) --socket-dir $$sockets --junit $(CONFORMANCE_DIR)/$$name.xml "$$@" || status=$$?; \
+	  rm -rf $$sockets; return $$status; }; \
+	failed=""; \
+	run rust-hello -- $(TARGET_DIR)/debug/examples/hello || failed="$$failed rust-hello"; \
+	run python-hello -- $(PY_SDK) sidecar-sdk/python/examples/hello.py || failed="$$failed python-hello"; \
+	run python-cases --cases $(CASES) -- $(PY_SDK) sidecar-sdk/conformance/python_plugin.py || failed="$$failed python-cases"; \
+	run go-hello -- $(CONFORMANCE_DIR)/bin/hello || failed="$$failed go-hello"; \
+	run go-cases --cases $(CASES) -- $(CONFORMANCE_DIR)/bin/conformance-plugin || failed="$$failed go-cases"; \
+	run typescript-hello -- node $(TS_BUILD)/examples/hello.js || failed="$$failed typescript-hello"; \
+	run typescript-cases --cases $(CASES) -- node $(TS_BUILD)/conformance/main.js || failed="$$failed typescript-cases"; \
+	if [ -n "$$failed" ]; then echo "[conformance] failed:$$failed"; exit 1; fi; \
+	echo "[conformance] every SDK passed; JUnit reports in $(CONFORMANCE_DIR)/"
 
 # docs/your-own-kind.md, every command word for word, once per SDK's hello
 # plugin (docs/tests/); its Python is checked with the Python SDK's tools.

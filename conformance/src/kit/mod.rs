@@ -88,6 +88,9 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The plugin command cannot be started at all.
+    #[error("cannot start the plugin: {0}")]
+    Start(String),
     /// Something on this machine failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -129,6 +132,10 @@ pub async fn run(options: &Options) -> Result<Vec<Outcome>, Error> {
         plugin.kill().await;
     }
     kit.registry.stop().await;
+    if kit.starts == 0 {
+        // The first start failed: a wrong command, not a failing plugin.
+        return Err(Error::Start(result.err().unwrap_or_default()));
+    }
     if let Err(why) = result {
         kit.fail_rest(&why);
     }
@@ -167,6 +174,7 @@ struct Kit<'a> {
     /// The plugin process running now.
     plugin: Option<Plugin>,
     logs: tempfile::TempDir,
+    /// How many times the plugin command was started.
     starts: usize,
     outcomes: Vec<Outcome>,
 }
@@ -228,18 +236,19 @@ impl Kit<'_> {
 
     /// Starts the plugin command (again), logging to a file of its own.
     fn start_plugin(&mut self, label: &str) -> Result<Plugin, String> {
-        self.starts += 1;
         let log = self
             .logs
             .path()
-            .join(format!("{}-{label}.log", self.starts));
-        Plugin::start(
+            .join(format!("{}-{label}.log", self.starts + 1));
+        let plugin = Plugin::start(
             &self.options.command,
             &self.options.socket_dir,
             START_INTERVAL,
             log,
         )
-        .map_err(|e| format!("cannot start the plugin: {e}"))
+        .map_err(|e| e.to_string())?;
+        self.starts += 1;
+        Ok(plugin)
     }
 
     /// The plugin's socket, as its heartbeat names it.

@@ -1,0 +1,339 @@
+//! A kplug plugin written from the protocol alone (`kplug-proto` and tonic,
+//! no SDK), correct by default, that breaks one rule on request:
+//! `broken-plugin --break <rule>`. The kit's tests run it to show that each
+//! check fails a plugin breaking the rule it names.
+//!
+//! It offers `conformance.kplug.dev/Widget` (implementation `Broken`) with
+//! one extension kind, and answers every Reconcile with OK and a status on
+//! the base and each extension.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use kplug_proto::limits::MAX_PLUGIN_MESSAGE_BYTES;
+use kplug_proto::rules::{backoff_delay, parse_heartbeat_interval};
+use kplug_proto::v1::plugin_server::{Plugin, PluginServer};
+use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::*;
+use serde_json::{Value, json};
+use tokio::net::UnixListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_stream::wrappers::UnixListenerStream;
+
+const NAME: &str = "broken";
+const GROUP: &str = "conformance.kplug.dev";
+
+/// The rule to break; each makes one check of the kit fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Break {
+    /// handshake: heartbeats with protocol "kplug.v0".
+    WrongProtocol,
+    /// heartbeat-content: a new version in every heartbeat.
+    ChangingVersion,
+    /// heartbeat-interval: keeps KPLUG_HEARTBEAT_INTERVAL, ignoring the
+    /// operator's answer.
+    IgnoreInterval,
+    /// backoff: retries every 10 ms.
+    NoBackoff,
+    /// reregister: stops heartbeating after a failure once registered.
+    GiveUp,
+    /// probe: Probe is unimplemented.
+    NoProbe,
+    /// reconcile: the status sets the operator's `conditions` key.
+    ReservedStatusKey,
+    /// finalize: answers OUTCOME_UNSPECIFIED.
+    FinalizeUnspecified,
+    /// bad-input: a gRPC error for an object that is not JSON.
+    ErrorOnBadJson,
+    /// message-limit: gRPC's default 4 MiB limit.
+    SmallMessages,
+    /// live-socket: removes the socket at start, even a live one.
+    StealSocket,
+    /// non-socket-file: removes whatever is at the socket path.
+    DeleteAnything,
+    /// stale-socket: never removes a socket, so cannot start over a stale one.
+    KeepStale,
+    /// restart: the same instance id at every start.
+    FixedInstanceId,
+    /// unregister: exits on SIGTERM without Unregister.
+    NoUnregister,
+    /// drain: stops serving before Unregister.
+    StopServingFirst,
+    /// exit: exits 1 after a clean shutdown.
+    ExitNonzero,
+}
+
+/// A plugin from the protocol alone, breaking one rule on request.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The rule to break (none by default).
+    #[arg(long = "break", value_enum)]
+    broken: Option<Break>,
+}
+
+#[derive(Clone, Copy)]
+struct Service(Option<Break>);
+
+fn offers() -> Vec<Offer> {
+    let kind = |kind: &str| GroupKind {
+        group: GROUP.into(),
+        kind: kind.into(),
+    };
+    vec![Offer {
+        base: Some(kind("Widget")),
+        implementation: "Broken".into(),
+        extensions: vec![kind("WidgetExtensionA")],
+    }]
+}
+
+fn capabilities() -> Vec<i32> {
+    vec![Capability::Reconcile as i32, Capability::Finalize as i32]
+}
+
+fn reference(object: &Value) -> ObjectRef {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    ObjectRef {
+        api_version: text(&object["apiVersion"]),
+        kind: text(&object["kind"]),
+        namespace: text(&object["metadata"]["namespace"]),
+        name: text(&object["metadata"]["name"]),
+    }
+}
+
+#[tonic::async_trait]
+impl Plugin for Service {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: NAME.into(),
+            version: "1.0.0".into(),
+            protocol: kplug_proto::PROTOCOL.into(),
+            offers: offers(),
+            capabilities: capabilities(),
+            description: "breaks one protocol rule on request".into(),
+        }))
+    }
+
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        if self.0 == Some(Break::NoProbe) {
+            return Err(tonic::Status::unimplemented("no Probe here"));
+        }
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+
+    async fn reconcile(
+        &self,
+        request: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let request = request.into_inner();
+        let object: Value = match serde_json::from_slice(&request.object) {
+            Ok(object) => object,
+            Err(e) if self.0 == Some(Break::ErrorOnBadJson) => {
+                return Err(tonic::Status::internal(e.to_string()));
+            }
+            Err(e) => {
+                return Ok(tonic::Response::new(ReconcileResponse {
+                    outcome: Outcome::Failed as i32,
+                    message: format!("the base object is not valid JSON: {e}"),
+                    ..Default::default()
+                }));
+            }
+        };
+        let status = if self.0 == Some(Break::ReservedStatusKey) {
+            json!({ "conditions": [] })
+        } else {
+            json!({ "seen": object["metadata"]["name"] })
+        };
+        let extension_statuses = request
+            .extensions
+            .iter()
+            .filter_map(|e| serde_json::from_slice::<Value>(e).ok())
+            .map(|e| ObjectStatus {
+                target: Some(reference(&e)),
+                status: br#"{"usedBy":"Broken"}"#.to_vec(),
+            })
+            .collect();
+        Ok(tonic::Response::new(ReconcileResponse {
+            outcome: Outcome::Ok as i32,
+            status: status.to_string().into_bytes(),
+            extension_statuses,
+            ..Default::default()
+        }))
+    }
+
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        let outcome = if self.0 == Some(Break::FinalizeUnspecified) {
+            Outcome::Unspecified
+        } else {
+            Outcome::Ok
+        };
+        Ok(tonic::Response::new(FinalizeResponse {
+            outcome: outcome as i32,
+            ..Default::default()
+        }))
+    }
+}
+
+/// Binds the plugin's socket by the rule (`kplug_proto::socket`), or, for
+/// the socket breaks, against it.
+async fn bind(dir: &Path, broken: Option<Break>) -> Result<UnixListener, String> {
+    let path = dir.join(kplug_proto::plugin_socket(NAME));
+    match broken {
+        Some(Break::StealSocket | Break::DeleteAnything | Break::KeepStale) => {
+            std::fs::create_dir_all(path.parent().expect("the socket has a directory"))
+                .map_err(|e| e.to_string())?;
+            if broken != Some(Break::KeepStale) {
+                std::fs::remove_file(&path).ok();
+            }
+            UnixListener::bind(&path).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        _ => kplug_proto::socket::bind_plugin(dir, NAME)
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Heartbeats until the task is dropped, backing off by the rule unless told
+/// otherwise.
+async fn heartbeat(
+    dir: PathBuf,
+    instance_id: String,
+    mut interval: Duration,
+    broken: Option<Break>,
+) {
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &dir.join(kplug_proto::REGISTRY_SOCKET),
+    ));
+    let (mut failures, mut sent, mut registered) = (0_u32, 0_u32, false);
+    loop {
+        let mut request = tonic::Request::new(HeartbeatRequest {
+            name: NAME.into(),
+            version: if broken == Some(Break::ChangingVersion) {
+                format!("1.0.{sent}")
+            } else {
+                "1.0.0".into()
+            },
+            instance_id: instance_id.clone(),
+            protocol: if broken == Some(Break::WrongProtocol) {
+                "kplug.v0".into()
+            } else {
+                kplug_proto::PROTOCOL.into()
+            },
+            socket: kplug_proto::plugin_socket(NAME),
+            offers: offers(),
+            capabilities: capabilities(),
+        });
+        request.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
+        sent += 1;
+        let wait = match registry.heartbeat(request).await {
+            Ok(response) => {
+                failures = 0;
+                registered = true;
+                let asked = response
+                    .into_inner()
+                    .interval
+                    .and_then(|d| Duration::try_from(d).ok());
+                if broken != Some(Break::IgnoreInterval) {
+                    interval = asked.filter(|d| !d.is_zero()).unwrap_or(interval);
+                }
+                interval
+            }
+            Err(_) if registered && broken == Some(Break::GiveUp) => return,
+            Err(_) if broken == Some(Break::NoBackoff) => Duration::from_millis(10),
+            Err(_) => {
+                failures += 1;
+                let unit = uuid::Uuid::new_v4().as_u128() as f64 / 2_f64.powi(128);
+                backoff_delay(failures, interval, unit)
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), String> {
+    let broken = Args::parse().broken;
+    let dir = PathBuf::from(
+        std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
+            .unwrap_or_else(|| kplug_proto::DEFAULT_SOCKET_DIR.into()),
+    );
+    let interval = parse_heartbeat_interval(
+        std::env::var(kplug_proto::rules::HEARTBEAT_INTERVAL_ENV)
+            .ok()
+            .as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let listener = bind(&dir, broken).await?;
+    let instance_id = if broken == Some(Break::FixedInstanceId) {
+        "always-the-same".to_owned()
+    } else {
+        uuid::Uuid::new_v4().to_string()
+    };
+    let limit = if broken == Some(Break::SmallMessages) {
+        4 * 1024 * 1024
+    } else {
+        MAX_PLUGIN_MESSAGE_BYTES
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                PluginServer::new(Service(broken))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(limit),
+            )
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                stopped.await.ok();
+            }),
+    );
+    let beats = tokio::spawn(heartbeat(
+        dir.clone(),
+        instance_id.clone(),
+        interval,
+        broken,
+    ));
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    term.recv().await;
+    beats.abort();
+    let unregister = async {
+        let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+            &dir.join(kplug_proto::REGISTRY_SOCKET),
+        ));
+        let mut request = tonic::Request::new(UnregisterRequest {
+            name: NAME.into(),
+            instance_id: instance_id.clone(),
+        });
+        request.set_timeout(kplug_proto::rules::UNREGISTER_DEADLINE);
+        registry.unregister(request).await.ok();
+    };
+    if broken == Some(Break::StopServingFirst) {
+        stop.send(()).ok();
+        (&mut server).await.ok();
+        unregister.await;
+    } else {
+        if broken != Some(Break::NoUnregister) {
+            unregister.await;
+        }
+        stop.send(()).ok();
+        tokio::time::timeout(Duration::from_secs(10), &mut server)
+            .await
+            .ok();
+    }
+    std::fs::remove_file(dir.join(kplug_proto::plugin_socket(NAME))).ok();
+    if broken == Some(Break::ExitNonzero) {
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! The Rust SDK's conformance plugin: its behaviour, driven by the base
+//! object's `spec.conformance`, is specified in
+//! `sidecar-sdk/conformance/README.md`, and `kplug-conformance --cases
+//! sidecar-sdk/conformance/cases.json` checks its answers (as
+//! `tests/conformance.rs` does in `cargo test`).
+//!
+//! ```text
+//! KPLUG_SOCKET_DIR=/tmp/kplug cargo run -p kplug-sidecar --example conformance
+//! ```
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kplug_sidecar::{BoxError, Object, Offer, Plugin, PluginInfo, Readiness, Request, Response};
+use serde_json::{Map, Value, json};
+
+const GROUP: &str = "conformance.kplug.dev";
+
+struct Conformance {
+    readiness: Mutex<Readiness>,
+}
+
+#[derive(Debug)]
+struct ConformanceError(String);
+
+impl std::fmt::Display for ConformanceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConformanceError: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConformanceError {}
+
+fn spec_c(request: &Request) -> Map<String, Value> {
+    request
+        .object()
+        .spec()
+        .get("conformance")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn text(c: &Map<String, Value>, key: &str) -> String {
+    c.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Steps 2 and 7 of the README: the outcome, then the events.
+fn outcome(c: &Map<String, Value>, request: &Request) -> Result<Response, BoxError> {
+    let message = text(c, "message");
+    let mut response = match c.get("action").and_then(Value::as_str).unwrap_or("ok") {
+        "retry" => {
+            let after = c
+                .get("retryAfterSeconds")
+                .and_then(Value::as_f64)
+                .unwrap_or(10.0);
+            Response::retry(Duration::from_secs_f64(after)).message(message)
+        }
+        "fail" => Response::failed(message),
+        "raise" => return Err(Box::new(ConformanceError(message))),
+        _ => Response::ok().message(message),
+    };
+    for event in c
+        .get("events")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let reason = event["reason"].as_str().unwrap_or_default();
+        let message = event["message"].as_str().unwrap_or_default();
+        let warning = event["warning"].as_bool().unwrap_or(false);
+        let regarding: Option<&Object> = match &event["regarding"] {
+            Value::String(s) if s == "base" => Some(request.object()),
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| request.extensions().get(usize::try_from(n).ok()?)),
+            _ => None,
+        };
+        response = match (regarding, warning) {
+            (Some(obj), w) => response.event_on(obj, w, reason, message),
+            (None, true) => response.warning(reason, message),
+            (None, false) => response.event(reason, message),
+        };
+    }
+    Ok(response)
+}
+
+impl Plugin for Conformance {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        let c = spec_c(&request);
+        if c.get("action").and_then(Value::as_str) == Some("setReadiness") {
+            let ready = c.get("ready").and_then(Value::as_bool).unwrap_or(true);
+            *self.readiness.lock().unwrap() = if ready {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady(text(&c, "message"))
+            };
+            return Ok(Response::ok().message("readiness set"));
+        }
+        let mut response = outcome(&c, &request)?;
+        let mut status = c.get("status").cloned();
+        if c.get("echo").and_then(Value::as_bool) == Some(true) {
+            let echo = json!({
+                "implementation": request.implementation(),
+                "name": request.name(),
+                "namespace": request.namespace(),
+                "generation": request.object().generation().unwrap_or(0),
+                "extensions": request.extensions().iter().map(|e| format!("{}/{}", e.kind(), e.name())).collect::<Vec<_>>(),
+                "data": request.object().spec().get("data").cloned().unwrap_or(Value::Null),
+            });
+            let mut merged = status
+                .and_then(|s| s.as_object().cloned())
+                .unwrap_or_default();
+            merged.insert("echo".into(), echo);
+            status = Some(Value::Object(merged));
+        }
+        if let Some(status) = status {
+            response = response.status(status);
+        }
+        if let Some(ext_status) = c.get("extensionStatus") {
+            for extension in request.extensions() {
+                response = response.extension_status(extension, ext_status.clone());
+            }
+        }
+        for condition in c
+            .get("conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            response = response.condition(
+                condition["type"].as_str().unwrap_or_default(),
+                condition["status"].as_bool(),
+                condition["reason"].as_str().unwrap_or_default(),
+                condition["message"].as_str().unwrap_or_default(),
+            );
+        }
+        Ok(response)
+    }
+
+    async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
+        outcome(&spec_c(&request), &request)
+    }
+
+    async fn ready(&self) -> Readiness {
+        self.readiness.lock().unwrap().clone()
+    }
+}
+
+fn info() -> PluginInfo {
+    PluginInfo::new("conformance", "1.0.0")
+        .description("kplug SDK conformance plugin")
+        .offer(
+            Offer::new(GROUP, "Widget", "Conformance")
+                .extension(GROUP, "WidgetExtensionA")
+                .extension(GROUP, "WidgetExtensionB"),
+        )
+}
+
+#[tokio::main]
+async fn main() -> Result<(), kplug_sidecar::Error> {
+    let plugin = Conformance {
+        readiness: Mutex::new(Readiness::Ready),
+    };
+    kplug_sidecar::serve(info(), plugin).await
+}
