@@ -12,5 +12,8 @@ fn the_plugin_authors_page_lists_every_check() {
         .filter(|name| !name.starts_with("--"))
         .collect();
     let known: Vec<&str> = CHECKS.iter().map(|c| c.name).collect();
-    assert_eq!(listed, known, "the checks table of docs/plugin-authors.md, in run order");
+    assert_eq!(
+        listed, known,
+        "the checks table of docs/plugin-authors.md, in run order"
+    );
 }

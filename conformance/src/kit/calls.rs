@@ -111,6 +111,13 @@ impl Kit<'_> {
             return Ok(());
         }
         let offers: Vec<Objects> = first.offers.iter().map(Objects::for_offer).collect();
+        if offers.is_empty() {
+            let why = "the plugin offers no implementation, so there is nothing to call".to_owned();
+            for name in ["reconcile", "finalize", "bad-input", "message-limit"] {
+                self.record(name, Verdict::Fail(why.clone()), started);
+            }
+            return Ok(());
+        }
         if self.wants("reconcile") {
             let started = Instant::now();
             let verdict = Verdict::from_result(self.judge_reconcile(first, &offers).await);

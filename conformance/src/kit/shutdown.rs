@@ -46,14 +46,18 @@ impl Kit<'_> {
         plugin.signal(Signal::SIGTERM);
         let unregister = self.registry.wait_unregister(UNREGISTER_DEADLINE).await;
         // Called at once, while the registry holds its answer to Unregister.
-        let drained = match &unregister {
-            Some(_) => {
-                let objects = Objects::for_offer(&current.offers[0]);
-                let mut request = tonic::Request::new(objects.reconcile());
+        let drained = match (&unregister, current.offers.first()) {
+            (Some(_), Some(offer)) => {
+                let mut request = tonic::Request::new(Objects::for_offer(offer).reconcile());
                 request.set_timeout(CALL_DEADLINE);
-                Some(client.reconcile(request).await)
+                Some(client.reconcile(request).await.map(|_| ()))
             }
-            None => None,
+            (Some(_), None) => {
+                let mut request = tonic::Request::new(ProbeRequest {});
+                request.set_timeout(CALL_DEADLINE);
+                Some(client.probe(request).await.map(|_| ()))
+            }
+            (None, _) => None,
         };
         let verdict = match &unregister {
             None => Verdict::Fail(format!(
