@@ -335,10 +335,13 @@ async fn sigterm_drains_a_call_in_flight(w: &World, mut plugin: Plugin, sdk: Sdk
     greeted(w, "hey, world?", &plugin).await;
     // It unregistered: removed as shutting down, not found dead.
     plugin_event_on_operator(w, "PluginUnregistered", "it unregistered (shutting down)").await;
-    assert_eq!(
-        metric(&w.metrics().await, "kplug_plugin_up{plugin=\"hello\"}"),
-        Some(0.0)
-    );
+    w.until_metric(
+        "the plugin is down",
+        "kplug_plugin_up{plugin=\"hello\"}",
+        T,
+        |v| v == 0.0,
+    )
+    .await;
 
     let next = sdk.spawn(w, 2);
     registered(w, &next).await;
