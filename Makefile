@@ -95,7 +95,7 @@ test: testenv build databases python images test-rust test-python test-go-sdk te
 DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
 .PHONY: test-rust
-test-rust: testenv node-binaries build databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
+test-rust: testenv node-binaries build sdk-hellos databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
 	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -118,6 +118,19 @@ test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 .PHONY: test-go-sdk
 test-go-sdk: tools ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
 	$(MAKE) -C sidecar-sdk/go check
+
+# The Go and TypeScript SDKs' hello plugins, as the processes that
+# operator/tests/go_typescript_plugins.rs runs next to the real operator:
+# $(TARGET_DIR)/sdk-hellos/hello-go, and
+# sidecar-sdk/typescript/build/examples/hello.js (run with node; it imports
+# the SDK compiled next to it). Always rebuilt: go build and tsc are quick
+# when nothing changed, and a stale plugin would test old code.
+.PHONY: sdk-hellos
+sdk-hellos: tools ## build the Go and TypeScript hello plugins that the operator's end-to-end tests run
+	$(MAKE) -C sidecar-sdk/go generate
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/sdk-hellos/hello-go ./examples/hello
+	$(MAKE) -C sidecar-sdk/typescript build
+	cd sidecar-sdk/typescript && $(NPM) run --silent build:test
 
 .PHONY: test-typescript-sdk
 test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)

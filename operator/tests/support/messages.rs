@@ -8,7 +8,10 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::DynamicObject;
 
-use super::{maria_ext_resource, pg_ext_resource, sqlite_ext_resource, table_resource};
+use super::{
+    greeting_ext_resource, greeting_resource, maria_ext_resource, pg_ext_resource,
+    sqlite_ext_resource, table_resource,
+};
 
 /// Every message in `ns` that is not fit, with where it is and why.
 pub async fn unfit(kubeconfig: &Path, ns: &str) -> Vec<String> {
@@ -35,6 +38,8 @@ pub async fn unfit(kubeconfig: &Path, ns: &str) -> Vec<String> {
         pg_ext_resource(),
         maria_ext_resource(),
         sqlite_ext_resource(),
+        greeting_resource(),
+        greeting_ext_resource(),
     ] {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
         let Ok(objects) = api.list(&Default::default()).await else {

@@ -20,6 +20,48 @@ use tokio::process::{Child, Command};
 
 pub const CRDS: &str = include_str!("../../../examples/database-table/crds.yaml");
 
+/// A kind a test's operator manages: its CRDs, and the operator's
+/// `--resource` and `--extension-kind` flags for it.
+pub struct Kind {
+    pub crds: &'static str,
+    pub resource: &'static str,
+    pub extension_kinds: &'static [&'static str],
+}
+
+/// The walkthrough's `DatabaseTable` and its three extension kinds (most
+/// tests).
+pub const DATABASE_TABLE: Kind = Kind {
+    crds: CRDS,
+    resource: "myorg.org/v1alpha1/DatabaseTable",
+    extension_kinds: &[
+        "myorg.org/DatabaseTableMariaDbExtension",
+        "myorg.org/DatabaseTablePostgreSqlExtension",
+        "myorg.org/DatabaseTableSqliteExtension",
+    ],
+};
+
+/// `examples/hello`'s `Greeting` and its `GreetingHelloExtension`: the kind
+/// of every SDK's hello plugin.
+pub const GREETING: Kind = Kind {
+    crds: include_str!("../../../examples/hello/crd.yaml"),
+    resource: "example.com/v1/Greeting",
+    extension_kinds: &["example.com/GreetingHelloExtension"],
+};
+
+pub fn greeting_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Greeting"),
+        "greetings",
+    )
+}
+
+pub fn greeting_ext_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "GreetingHelloExtension"),
+        "greetinghelloextensions",
+    )
+}
+
 pub fn table_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("myorg.org", "v1alpha1", "DatabaseTable"),
@@ -100,6 +142,22 @@ pub async fn world(prefix: &str, operator_args: &[&str]) -> World {
     .await
 }
 
+/// [`world`] with an operator that manages `kind` instead of
+/// `DatabaseTable`.
+pub async fn world_for(kind: &Kind, prefix: &str, operator_args: &[&str]) -> World {
+    let kubeconfig = kplug_testenv::control_plane().kubeconfig_path();
+    let mut world = world_of(
+        kind,
+        kplug_testenv::client().await,
+        prefix,
+        operator_args,
+        kubeconfig,
+    )
+    .await;
+    world.messages_from = Some(kubeconfig.to_owned());
+    world
+}
+
 /// [`world`] with an operator that reaches the API server through
 /// `kubeconfig` (e.g. an [`api_proxy::ApiProxy`]'s).
 pub async fn world_with_kubeconfig(
@@ -126,7 +184,18 @@ pub async fn world_on(
     operator_args: &[&str],
     kubeconfig: &Path,
 ) -> World {
-    kplug_testenv::install_crd_yaml(&client, CRDS)
+    world_of(&DATABASE_TABLE, client, prefix, operator_args, kubeconfig).await
+}
+
+/// [`world_on`] with an operator that manages `kind`.
+pub async fn world_of(
+    kind: &Kind,
+    client: Client,
+    prefix: &str,
+    operator_args: &[&str],
+    kubeconfig: &Path,
+) -> World {
+    kplug_testenv::install_crd_yaml(&client, kind.crds)
         .await
         .expect("install CRDs");
     let ns = kplug_testenv::namespace(&client, prefix)
@@ -134,7 +203,17 @@ pub async fn world_on(
         .expect("namespace");
     let sockets = tempfile::tempdir().expect("socket dir");
     let metrics_port = free_port();
-    let operator = spawn_operator(&ns, sockets.path(), metrics_port, operator_args, kubeconfig);
+    let operator = operator_command_for(
+        kind,
+        "kplug-operator-0",
+        &ns,
+        sockets.path(),
+        metrics_port,
+        operator_args,
+        kubeconfig,
+    )
+    .spawn()
+    .expect("start kplug-operator");
     let log = sockets.path().join("calls.jsonl");
     let world = World {
         client,
@@ -211,33 +290,44 @@ pub fn operator_command(
     extra: &[&str],
     kubeconfig: &Path,
 ) -> Command {
-    let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
-    cmd.args([
-        "--resource",
-        "myorg.org/v1alpha1/DatabaseTable",
-        "--namespace",
+    operator_command_for(
+        &DATABASE_TABLE,
+        pod,
         ns,
-    ])
-    .arg("--socket-dir")
-    .arg(sockets)
-    .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-    .args(["--heartbeat-interval", "500ms"])
-    .args([
-        "--extension-kind",
-        "myorg.org/DatabaseTableMariaDbExtension",
-        "--extension-kind",
-        "myorg.org/DatabaseTablePostgreSqlExtension",
-        "--extension-kind",
-        "myorg.org/DatabaseTableSqliteExtension",
-    ])
-    .args(extra)
-    .env("KUBECONFIG", kubeconfig)
-    .env("RUST_LOG", "info,kplug_operator=debug")
-    // Registry events go to a (pretend) operator Pod in the test namespace.
-    .env("POD_NAME", pod)
-    .env("POD_NAMESPACE", ns)
-    .stdin(Stdio::null())
-    .kill_on_drop(true);
+        sockets,
+        metrics_port,
+        extra,
+        kubeconfig,
+    )
+}
+
+/// [`operator_command`] for an operator that manages `kind`.
+pub fn operator_command_for(
+    kind: &Kind,
+    pod: &str,
+    ns: &str,
+    sockets: &Path,
+    metrics_port: u16,
+    extra: &[&str],
+    kubeconfig: &Path,
+) -> Command {
+    let mut cmd = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
+    cmd.args(["--resource", kind.resource, "--namespace", ns])
+        .arg("--socket-dir")
+        .arg(sockets)
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--heartbeat-interval", "500ms"]);
+    for extension_kind in kind.extension_kinds {
+        cmd.args(["--extension-kind", extension_kind]);
+    }
+    cmd.args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info,kplug_operator=debug")
+        // Registry events go to a (pretend) operator Pod in the test namespace.
+        .env("POD_NAME", pod)
+        .env("POD_NAMESPACE", ns)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     cmd
 }
 
@@ -478,7 +568,24 @@ impl World {
     where
         F: Fn(&DynamicObject) -> Result<(), String>,
     {
-        let api = self.tables();
+        self.until(&table_resource(), name, what, timeout, check)
+            .await
+    }
+
+    /// Waits until `check` accepts object `name` of resource `ar` (it
+    /// returns why not otherwise), and returns it.
+    pub async fn until<F>(
+        &self,
+        ar: &ApiResource,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> DynamicObject
+    where
+        F: Fn(&DynamicObject) -> Result<(), String>,
+    {
+        let api = self.api(ar);
         kplug_testenv::eventually(what, timeout, || {
             let api = api.clone();
             let check = &check;

@@ -1,5 +1,8 @@
-// The smallest useful plugin: greets every `Greeting` object by name, with
-// the punctuation its `GreetingHelloExtension` asks for.
+// The smallest plugin that shows every part of a plugin: greets every
+// `Greeting` object by name (a status and an Event), with the punctuation its
+// `GreetingHelloExtension` asks for (and tells that extension, in its status,
+// which greeting used it), and says goodbye when the object is deleted
+// (finalize).
 //
 // The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this
 // plugin next to the operator:
@@ -15,10 +18,17 @@ function isObject(value: JsonValue | undefined): value is JsonObject {
 const hello: Plugin = {
   async reconcile(request) {
     const salutation = request.spec["salutation"];
-    const settings = request.extension("GreetingHelloExtension")?.["spec"];
+    const extension = request.extension("GreetingHelloExtension");
+    const settings = extension?.["spec"];
     const punctuation = isObject(settings) ? settings["punctuation"] : undefined;
     const greeting = `${typeof salutation === "string" ? salutation : "hello"}, ${request.name}${typeof punctuation === "string" ? punctuation : "!"}`;
-    return Response.ok(`greeted ${request.name}`).withStatus({ greeting });
+    const response = Response.ok(`greeted ${request.name}`).withStatus({ greeting }).event("Greeted", greeting);
+    return extension ? response.extensionStatus(extension, { lastUsedBy: request.name }) : response;
+  },
+  // Called before the object is deleted. Hello made nothing to clean up, so
+  // it only says goodbye; ok lets the object go.
+  async finalize(request) {
+    return Response.ok().event("SaidGoodbye", `goodbye, ${request.name}`);
   },
 };
 

@@ -45,12 +45,31 @@ it("registers, greets, and stops on SIGTERM", async () => {
     });
     assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
     assert.equal(response.message, "greeted world");
-    return JSON.parse(Buffer.from(response.status).toString()) as unknown;
+    const status = JSON.parse(Buffer.from(response.status).toString()) as { greeting: string };
+    assert.deepEqual(
+      response.events.map((e) => [e.type, e.reason, e.message]),
+      [[proto.EventType.EVENT_TYPE_NORMAL, "Greeted", status.greeting]],
+    );
+    const extensionStatuses = response.extensionStatuses.map((s) => [s.target?.kind, s.target?.name, JSON.parse(Buffer.from(s.status).toString()) as unknown]);
+    return { status, extensionStatuses };
   };
-  assert.deepEqual(await greet({}), { greeting: "hello, world!" });
-  assert.deepEqual(await greet({ salutation: "bonjour" }), { greeting: "bonjour, world!" });
+  assert.deepEqual(await greet({}), { status: { greeting: "hello, world!" }, extensionStatuses: [] });
+  assert.deepEqual(await greet({ salutation: "bonjour" }), { status: { greeting: "bonjour, world!" }, extensionStatuses: [] });
   const settings = { apiVersion: "example.com/v1", kind: "GreetingHelloExtension", metadata: { name: "world", namespace: "default" }, spec: { punctuation: "?" } };
-  assert.deepEqual(await greet({ salutation: "hi" }, [settings]), { greeting: "hi, world?" });
+  // The extension is told which greeting used its settings.
+  assert.deepEqual(await greet({ salutation: "hi" }, [settings]), {
+    status: { greeting: "hi, world?" },
+    extensionStatuses: [["GreetingHelloExtension", "world", { lastUsedBy: "world" }]],
+  });
+
+  assert.ok(handshake.info.capabilities.includes(proto.Capability.CAPABILITY_FINALIZE), "finalize advertises FINALIZE");
+  const bye = await stub.finalize({
+    implementation: "Hello",
+    object: Buffer.from(JSON.stringify({ apiVersion: "example.com/v1", kind: "Greeting", metadata: { name: "world", namespace: "default" }, spec: {} })),
+    extensions: [],
+  });
+  assert.equal(bye.outcome, proto.Outcome.OUTCOME_OK);
+  assert.deepEqual(bye.events.map((e) => [e.reason, e.message]), [["SaidGoodbye", "goodbye, world"]]);
 
   plugin.process.kill("SIGTERM");
   assert.equal(await exitCode(plugin), 0, plugin.stderr());

@@ -1,6 +1,8 @@
-// Command hello is the smallest useful kplug plugin: it greets every
-// example.com Greeting object by name, with the punctuation its
-// GreetingHelloExtension asks for.
+// Command hello is the smallest kplug plugin that shows every part of a
+// plugin: it greets every example.com Greeting object by name (a status and
+// an Event), with the punctuation its GreetingHelloExtension asks for (and
+// tells that extension, in its status, which greeting used it), and says
+// goodbye when the object is deleted (Finalize).
 //
 // The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this
 // plugin next to the operator:
@@ -36,16 +38,27 @@ func (Hello) Reconcile(_ context.Context, req *kplug.Request) (*kplug.Response, 
 		return nil, err
 	}
 	settings := HelloSettings{Punctuation: "!"}
-	if ext := req.Extension("GreetingHelloExtension"); ext != nil {
+	ext := req.Extension("GreetingHelloExtension")
+	if ext != nil {
 		if err := ext.DecodeSpec(&settings); err != nil {
 			return nil, err
 		}
 	}
 	greeting := fmt.Sprintf("%s, %s%s", spec.Salutation, req.Name(), settings.Punctuation)
-	return kplug.OK().
+	response := kplug.OK().
 		WithMessage("greeted "+req.Name()).
 		WithStatus(map[string]any{"greeting": greeting}).
-		WithEvent("Greeted", greeting), nil
+		WithEvent("Greeted", greeting)
+	if ext != nil {
+		response.WithExtensionStatus(ext, map[string]any{"lastUsedBy": req.Name()})
+	}
+	return response, nil
+}
+
+// Finalize is called before the object is deleted. Hello made nothing to
+// clean up, so it only says goodbye; OK lets the object go.
+func (Hello) Finalize(_ context.Context, req *kplug.Request) (*kplug.Response, error) {
+	return kplug.OK().WithEvent("SaidGoodbye", "goodbye, "+req.Name()), nil
 }
 
 func main() {

@@ -43,6 +43,23 @@ func TestHelloGreets(t *testing.T) {
 	if err != nil || string(withExtension.GetStatus()) != `{"greeting":"hi, world?"}` {
 		t.Errorf("with a GreetingHelloExtension: %v, %v", withExtension, err)
 	}
+	// The extension is told which greeting used its settings.
+	if statuses := withExtension.GetExtensionStatuses(); len(statuses) != 1 ||
+		statuses[0].GetTarget().GetKind() != "GreetingHelloExtension" || statuses[0].GetTarget().GetName() != "world" ||
+		string(statuses[0].GetStatus()) != `{"lastUsedBy":"world"}` {
+		t.Errorf("the extension's status: %v", statuses)
+	}
+	if events := withExtension.GetEvents(); len(events) != 1 || events[0].GetReason() != "Greeted" || events[0].GetMessage() != "hi, world?" {
+		t.Errorf("the Greeted event: %v", events)
+	}
+	bye, err := kplugtest.Dial(t, server.SocketPath()).Finalize(ctx, &kplugv1.FinalizeRequest{
+		Implementation: "Hello",
+		Object:         []byte(`{"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "world", "namespace": "default"}, "spec": {}}`),
+	})
+	if err != nil || bye.GetOutcome() != kplugv1.Outcome_OUTCOME_OK || len(bye.GetEvents()) != 1 ||
+		bye.GetEvents()[0].GetReason() != "SaidGoodbye" || bye.GetEvents()[0].GetMessage() != "goodbye, world" {
+		t.Errorf("Finalize: %v, %v", bye, err)
+	}
 	r, err := kplugtest.Dial(t, server.SocketPath()).Reconcile(ctx, &kplugv1.ReconcileRequest{
 		Implementation: "Hello", Object: []byte(`{"kind": "Greeting", "spec": {"salutation": 42}}`),
 	})
