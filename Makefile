@@ -148,13 +148,11 @@ PY_SDK := sidecar-sdk/python/.venv/bin/python
 TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
-conformance: tools ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
+conformance: sdk-hellos ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
 	$(CARGO) build -p kplug-conformance -p kplug-sidecar --bins --examples
 	$(MAKE) -C sidecar-sdk/python install
-	$(MAKE) -C sidecar-sdk/go generate
-	$(MAKE) -C sidecar-sdk/typescript build
 	@mkdir -p $(CONFORMANCE_DIR)/bin
-	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./examples/hello ./internal/conformance/cmd/conformance-plugin
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
 	@run() { name=$$1; shift; \
 	  echo "[conformance] $$name"; \
 	  sockets=$$(mktemp -d); \
@@ -164,7 +162,7 @@ conformance: tools ## run kplug-conformance against the Rust, Python, Go and Typ
 	run rust-hello -- $(TARGET_DIR)/debug/examples/hello || failed="$$failed rust-hello"; \
 	run python-hello -- $(PY_SDK) sidecar-sdk/python/examples/hello.py || failed="$$failed python-hello"; \
 	run python-cases --cases $(CASES) -- $(PY_SDK) sidecar-sdk/conformance/python_plugin.py || failed="$$failed python-cases"; \
-	run go-hello -- $(CONFORMANCE_DIR)/bin/hello || failed="$$failed go-hello"; \
+	run go-hello -- $(TARGET_DIR)/sdk-hellos/hello-go || failed="$$failed go-hello"; \
 	run go-cases --cases $(CASES) -- $(CONFORMANCE_DIR)/bin/conformance-plugin || failed="$$failed go-cases"; \
 	run typescript-hello -- node $(TS_BUILD)/examples/hello.js || failed="$$failed typescript-hello"; \
 	run typescript-cases --cases $(CASES) -- node $(TS_BUILD)/conformance/main.js || failed="$$failed typescript-cases"; \

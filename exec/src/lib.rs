@@ -1,0 +1,23 @@
+//! `kplug-exec`: turns executables into a kplug plugin.
+//!
+//! A sidecar that reads a YAML [manifest](manifest::Manifest) (name,
+//! version, offers, and the command for each call), serves the plugin with
+//! the Rust SDK, and answers each call by running its command:
+//!
+//! - the request on stdin, as JSON: `{"call", "implementation", "object",
+//!   "extensions"}`;
+//! - `KPLUG_CALL`, `KPLUG_IMPLEMENTATION`, `KPLUG_NAMESPACE` and
+//!   `KPLUG_NAME` in the environment;
+//! - the answer from stdout as JSON, or from the exit code alone (0 OK, 75
+//!   RETRY, anything else FAILED with the end of stderr): see [`answer`];
+//! - at most `concurrency` runs of a command at once; a run past
+//!   `timeoutSeconds` is killed with its whole process group.
+//!
+//! `docs/shell-plugins.md` in the repository is the guide.
+
+pub mod answer;
+pub mod command;
+pub mod manifest;
+mod plugin;
+
+pub use plugin::{Exec, ExecWithFinalize, info};

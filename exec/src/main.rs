@@ -1,0 +1,76 @@
+//! The `kplug-exec` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use kplug_exec::manifest::Manifest;
+use kplug_exec::{Exec, ExecWithFinalize, info};
+
+/// Serves a kplug plugin whose calls run executables: a shell script, a
+/// Python file, any program. Each call runs the manifest's command with the
+/// request as JSON on stdin and KPLUG_CALL, KPLUG_IMPLEMENTATION,
+/// KPLUG_NAMESPACE and KPLUG_NAME set; the command answers with JSON on
+/// stdout, or with its exit code alone (0 OK, 75 retry, anything else
+/// failed, with the end of stderr as the message).
+///
+/// Like every plugin it serves on $KPLUG_SOCKET_DIR (default
+/// /var/run/kplug) and registers with the operator by heartbeat.
+#[derive(Debug, Parser)]
+#[command(name = "kplug-exec", version)]
+struct Args {
+    /// The plugin's manifest (YAML): name, version, offers, and the
+    /// reconcile (and optional finalize) command with its timeout and
+    /// concurrency. Relative program paths are relative to its directory.
+    #[arg(
+        long,
+        env = "KPLUG_EXEC_MANIFEST",
+        value_name = "FILE",
+        default_value = "/etc/kplug-exec/plugin.yaml"
+    )]
+    manifest: PathBuf,
+
+    /// Check the manifest, print what it declares, and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let manifest = match Manifest::load(&args.manifest) {
+        Ok(manifest) => manifest,
+        Err(e) => {
+            eprintln!("kplug-exec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let exec = Exec::new(&manifest, &args.manifest);
+    if args.check {
+        let calls = if exec.finalizes() {
+            "reconcile, finalize"
+        } else {
+            "reconcile"
+        };
+        println!(
+            "{}: plugin {} {}, {} offer(s), calls: {calls}",
+            args.manifest.display(),
+            manifest.name,
+            manifest.version,
+            manifest.offers.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let served = if exec.finalizes() {
+        kplug_sidecar::serve(info(&manifest), ExecWithFinalize(exec)).await
+    } else {
+        kplug_sidecar::serve(info(&manifest), exec).await
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kplug-exec: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
