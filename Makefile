@@ -87,7 +87,7 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk conformance test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
+test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk conformance test-bench test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -267,9 +267,43 @@ chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and l
 
 # --- benchmarks ----------------------------------------------------------------
 
+# roundtrip: the Rust SDK vs bare tonic in one process (criterion).
+# polyglot: every SDK's echo plugin vs the same service in its bare gRPC
+# library (tonic, grpc-go, @grpc/grpc-js, grpcio), each a process of its own,
+# measured in one run from a tonic client; it prints the table and writes it
+# to $(TARGET_DIR)/bench/polyglot.md. KPLUG_BENCH_* in the environment pick
+# the SDKs, sizes and call counts (sidecar-sdk/benches/polyglot.rs), e.g.
+#   KPLUG_BENCH_SDKS=go,typescript KPLUG_BENCH_CALLS=1000 make bench-polyglot
 .PHONY: bench
-bench: ## Reconcile round trip through the SDK vs bare tonic, over a Unix socket (criterion)
+bench: bench-roundtrip bench-polyglot ## Reconcile round trip: the Rust SDK vs bare tonic (criterion), then every SDK vs its bare gRPC library (target/bench/polyglot.md)
+
+.PHONY: bench-roundtrip
+bench-roundtrip: ## the Rust SDK vs bare tonic in one process (criterion)
 	$(CARGO) bench -p kplug-sidecar --bench roundtrip
+
+.PHONY: bench-polyglot
+bench-polyglot: bench-servers ## every SDK vs its bare gRPC library, each a process, over Unix sockets (target/bench/polyglot.md)
+	$(CARGO) bench -p kplug-sidecar --bench polyglot
+
+# The polyglot benchmark once at tiny sizes, in the test profile, as a test
+# (about 10 s): every bench server starts, answers and echoes what it should.
+# Its numbers mean nothing at that size and nothing is asserted on time; the
+# table goes to $(TARGET_DIR)/bench/polyglot-smoke.md, not over a real run's.
+.PHONY: test-bench
+test-bench: bench-servers ## the polyglot benchmark once at tiny sizes: every SDK's and every bare bench server answers
+	KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
+	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/polyglot-smoke.md \
+	  $(CARGO) test -p kplug-sidecar --bench polyglot -- --bench
+
+# The Go servers as binaries in $(TARGET_DIR)/bench/go, the TypeScript ones
+# compiled to sidecar-sdk/typescript/build/bench, the Python SDK's virtualenv
+# (sidecar-sdk/python/.venv); the Rust ones are the bench binary itself.
+.PHONY: bench-servers
+bench-servers: tools ## build the Go, TypeScript and Python bench servers
+	$(MAKE) -C sidecar-sdk/go generate
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/bench/go/ ./internal/bench/sdkecho ./internal/bench/bareecho
+	$(MAKE) -C sidecar-sdk/typescript bench
+	$(MAKE) -C sidecar-sdk/python install
 
 # --- fuzzing -------------------------------------------------------------------
 

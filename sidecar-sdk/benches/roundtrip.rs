@@ -6,76 +6,19 @@
 //! Run: `cargo bench -p kplug-sidecar --bench roundtrip`. Besides criterion's
 //! estimates it prints p50/p99 from 5,000 sequential calls per case.
 
+mod echo;
+
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kplug_proto::v1::plugin_client::PluginClient;
-use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
+use kplug_proto::v1::plugin_server::PluginServer;
 use kplug_proto::v1::*;
-use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
-use serde_json::json;
+use kplug_sidecar::Server;
 use tokio::runtime::Runtime;
 use tonic::transport::Channel;
 
-/// The SDK plugin: decodes the object, echoes its spec into the status.
-struct Echo;
-
-impl Plugin for Echo {
-    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
-        Ok(Response::ok().status(json!({ "echo": request.object().spec() })))
-    }
-}
-
-/// The baseline: the same service in bare tonic, echoing the bytes.
-struct Bare;
-
-#[tonic::async_trait]
-impl PluginApi for Bare {
-    async fn get_info(
-        &self,
-        _: tonic::Request<GetInfoRequest>,
-    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
-        Ok(tonic::Response::new(GetInfoResponse::default()))
-    }
-    async fn probe(
-        &self,
-        _: tonic::Request<ProbeRequest>,
-    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
-        Ok(tonic::Response::new(ProbeResponse {
-            ready: true,
-            message: String::new(),
-        }))
-    }
-    async fn reconcile(
-        &self,
-        request: tonic::Request<ReconcileRequest>,
-    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
-        let request = request.into_inner();
-        Ok(tonic::Response::new(ReconcileResponse {
-            outcome: Outcome::Ok as i32,
-            status: request.object,
-            ..Default::default()
-        }))
-    }
-    async fn finalize(
-        &self,
-        _: tonic::Request<FinalizeRequest>,
-    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
-        Ok(tonic::Response::new(FinalizeResponse::default()))
-    }
-}
-
-/// A DatabaseTable-like object whose whole JSON is about `size` bytes.
-fn object(size: usize) -> Vec<u8> {
-    let mut obj = json!({
-        "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
-        "metadata": {"name": "users", "namespace": "default"},
-        "spec": {"pad": ""},
-    });
-    let base = serde_json::to_vec(&obj).unwrap().len();
-    obj["spec"]["pad"] = json!("x".repeat(size.saturating_sub(base)));
-    serde_json::to_vec(&obj).unwrap()
-}
+use echo::{Bare, Echo, echo_info, request};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -88,11 +31,7 @@ fn setup(rt: &Runtime) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         // The SDK server heartbeats to a registry that is not there; it
         // keeps serving and backs off quietly.
-        let server = Server::new(
-            PluginInfo::new("echo", "1").offer(Offer::new("myorg.org", "DatabaseTable", "Echo")),
-            Echo,
-            dir.path(),
-        );
+        let server = Server::new(echo_info(), Echo, dir.path());
         let sdk_socket = server.socket_path();
         tokio::spawn(server.run_until(std::future::pending()));
         let bare_socket = dir.path().join("bare.sock");
@@ -111,14 +50,6 @@ fn setup(rt: &Runtime) -> Setup {
             _dir: dir,
         }
     })
-}
-
-fn request(size: usize) -> ReconcileRequest {
-    ReconcileRequest {
-        implementation: "Echo".into(),
-        object: object(size),
-        extensions: vec![],
-    }
 }
 
 async fn call(client: &mut PluginClient<Channel>, req: &ReconcileRequest) {

@@ -1,5 +1,6 @@
 // ESLint with typescript-eslint's strict, type-aware rules, over the SDK,
-// its tests, the example and the conformance plugin (`npm run lint`).
+// its tests, the example, the conformance plugin and the bench servers
+// (`npm run lint`).
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 

@@ -1,0 +1,82 @@
+//! What the Rust benches share: the SDK's echo plugin, the same service in
+//! bare tonic (the baseline), and the request both answer. The Go,
+//! TypeScript and Python bench servers answer the same way (polyglot.rs).
+
+use kplug_proto::v1::plugin_server::Plugin as PluginApi;
+use kplug_proto::v1::*;
+use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use serde_json::json;
+
+/// The SDK plugin: decodes the object, echoes its spec into the status.
+pub(crate) struct Echo;
+
+impl Plugin for Echo {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        Ok(Response::ok().status(json!({ "echo": request.object().spec() })))
+    }
+}
+
+/// What the echo plugins offer.
+pub(crate) fn echo_info() -> PluginInfo {
+    PluginInfo::new("echo", "1").offer(Offer::new("myorg.org", "DatabaseTable", "Echo"))
+}
+
+/// The baseline: the same service in bare tonic, echoing the bytes.
+pub(crate) struct Bare;
+
+#[tonic::async_trait]
+impl PluginApi for Bare {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        Ok(tonic::Response::new(GetInfoResponse::default()))
+    }
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+    async fn reconcile(
+        &self,
+        request: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let request = request.into_inner();
+        Ok(tonic::Response::new(ReconcileResponse {
+            outcome: Outcome::Ok as i32,
+            status: request.object,
+            ..Default::default()
+        }))
+    }
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(FinalizeResponse::default()))
+    }
+}
+
+/// A DatabaseTable-like object whose whole JSON is about `size` bytes.
+fn object(size: usize) -> Vec<u8> {
+    let mut obj = json!({
+        "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+        "metadata": {"name": "users", "namespace": "default"},
+        "spec": {"pad": ""},
+    });
+    let base = serde_json::to_vec(&obj).unwrap().len();
+    obj["spec"]["pad"] = json!("x".repeat(size.saturating_sub(base)));
+    serde_json::to_vec(&obj).unwrap()
+}
+
+/// The Reconcile request of the benches: the object of about `size` bytes.
+pub(crate) fn request(size: usize) -> ReconcileRequest {
+    ReconcileRequest {
+        implementation: "Echo".into(),
+        object: object(size),
+        extensions: vec![],
+    }
+}
