@@ -20,6 +20,8 @@ COPY Cargo.toml Cargo.lock ./
 COPY proto proto
 COPY operator operator
 COPY sidecar-sdk sidecar-sdk
+COPY conformance conformance
+COPY exec exec
 COPY testenv testenv
 COPY deploy deploy
 # All of examples/: it holds several workspace members (the example's model,
