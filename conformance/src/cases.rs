@@ -41,7 +41,7 @@ async fn run_case(
             let info = client
                 .get_info(GetInfoRequest {})
                 .await
-                .map_err(|s| format!("GetInfo failed: {}", s.message()))?
+                .map_err(failed("GetInfo"))?
                 .into_inner();
             json!({
                 "name": info.name, "version": info.version, "protocol": info.protocol,
@@ -63,7 +63,7 @@ async fn run_case(
             let probe = client
                 .probe(ProbeRequest {})
                 .await
-                .map_err(|s| format!("Probe failed: {}", s.message()))?
+                .map_err(failed("Probe"))?
                 .into_inner();
             json!({"ready": probe.ready, "message": probe.message})
         }
@@ -76,13 +76,7 @@ async fn run_case(
                     extensions,
                 })
                 .await
-                .map_err(|s| {
-                    format!(
-                        "Reconcile failed with gRPC status {:?}: {}",
-                        s.code(),
-                        s.message()
-                    )
-                })?
+                .map_err(failed("Reconcile"))?
                 .into_inner();
             json!({
                 "outcome": outcome_name(r.outcome),
@@ -113,13 +107,7 @@ async fn run_case(
                     extensions,
                 })
                 .await
-                .map_err(|s| {
-                    format!(
-                        "Finalize failed with gRPC status {:?}: {}",
-                        s.code(),
-                        s.message()
-                    )
-                })?
+                .map_err(failed("Finalize"))?
                 .into_inner();
             json!({
                 "outcome": outcome_name(r.outcome),
@@ -131,6 +119,17 @@ async fn run_case(
         other => return Err(format!("unknown rpc {other:?} in the cases file")),
     };
     compare(rpc, actual, expect)
+}
+
+/// The message for a call that got a gRPC error instead of an answer.
+fn failed(rpc: &'static str) -> impl Fn(tonic::Status) -> String {
+    move |s| {
+        format!(
+            "{rpc} failed with gRPC status {:?}: {}",
+            s.code(),
+            s.message()
+        )
+    }
 }
 
 /// Compares an answer with the case's expectation; a Reconcile or Finalize

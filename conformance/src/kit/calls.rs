@@ -10,13 +10,21 @@ use kplug_proto::v1::{
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
-use super::{CALL_DEADLINE, Kit};
+use super::{CALL_DEADLINE, Kit, timed};
 use crate::checks::Verdict;
+use kplug_operator::status::{check_finalize, check_reconcile};
 
 /// The size of the object in `message-limit`: past gRPC's 4 MiB default.
 const LARGE_OBJECT_BYTES: usize = 5 * 1024 * 1024;
 /// How long a plugin may take to become ready before calls.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The two calls judged with the operator's checks.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    Reconcile,
+    Finalize,
+}
 
 /// The objects sent for one offer: a base of its kind and one extension of
 /// each kind it declares, as the operator would send them.
@@ -58,6 +66,21 @@ impl Objects {
         ReconcileRequest {
             implementation: self.implementation.clone(),
             object: self.base.to_string().into_bytes(),
+            extensions: self
+                .extensions
+                .iter()
+                .map(|e| e.to_string().into_bytes())
+                .collect(),
+        }
+    }
+
+    /// The Finalize of the same objects, the base being deleted.
+    fn finalize(&self) -> FinalizeRequest {
+        let mut base = self.base.clone();
+        base["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        FinalizeRequest {
+            implementation: self.implementation.clone(),
+            object: base.to_string().into_bytes(),
             extensions: self
                 .extensions
                 .iter()
@@ -120,13 +143,14 @@ impl Kit<'_> {
         }
         if self.wants("reconcile") {
             let started = Instant::now();
-            let verdict = Verdict::from_result(self.judge_reconcile(first, &offers).await);
+            let verdict =
+                Verdict::from_result(self.judge_calls(first, &offers, Call::Reconcile).await);
             self.record("reconcile", verdict, started);
         }
         if self.wants("finalize") {
             let started = Instant::now();
             let verdict = if first.capabilities.contains(&(Capability::Finalize as i32)) {
-                Verdict::from_result(self.judge_finalize(first, &offers).await)
+                Verdict::from_result(self.judge_calls(first, &offers, Call::Finalize).await)
             } else {
                 Verdict::Skip("the plugin does not advertise CAPABILITY_FINALIZE".into())
             };
@@ -176,15 +200,14 @@ impl Kit<'_> {
 
     /// One Probe: ready and message.
     pub(super) async fn probe(&self, first: &HeartbeatRequest) -> Result<(bool, String), String> {
-        let mut request = tonic::Request::new(ProbeRequest {});
-        request.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
+        let request = timed(ProbeRequest {}, kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
         let r = self
             .client(first)
             .probe(request)
             .await
             .map_err(|s| {
                 format!(
-                    "the plugin stopped answering Probe: {:?}: {}",
+                    "Probe failed with gRPC status {:?}: {}",
                     s.code(),
                     s.message()
                 )
@@ -193,70 +216,50 @@ impl Kit<'_> {
         Ok((r.ready, r.message))
     }
 
-    async fn judge_reconcile(
+    /// Calls `call` for each offer and judges each answer with the
+    /// operator's own checks.
+    async fn judge_calls(
         &self,
         first: &HeartbeatRequest,
         offers: &[Objects],
+        call: Call,
     ) -> Result<String, String> {
         let mut seen = Vec::new();
         for objects in offers {
-            let mut request = tonic::Request::new(objects.reconcile());
-            request.set_timeout(CALL_DEADLINE);
-            let response = self
-                .client(first)
-                .reconcile(request)
-                .await
-                .map_err(|s| format!("Reconcile of {} failed with gRPC status {:?}: {}; answer OUTCOME_FAILED instead", objects.describe(), s.code(), s.message()))?
-                .into_inner();
+            let what = format!("{call:?} of {}", objects.describe());
+            let failed = |s: tonic::Status| {
+                format!(
+                    "{what} failed with gRPC status {:?}: {}; answer OUTCOME_FAILED instead",
+                    s.code(),
+                    s.message()
+                )
+            };
+            let refused =
+                |why: String| format!("the operator would refuse the answer to {what}: {why}");
             let (base, sent) = objects.dynamic();
-            let checked =
-                kplug_operator::status::check_reconcile(response, &base, &sent).map_err(|why| {
-                    format!(
-                        "the operator would refuse the answer to Reconcile of {}: {why}",
-                        objects.describe()
-                    )
-                })?;
+            let mut client = self.client(first);
+            let checked = match call {
+                Call::Reconcile => {
+                    let response = client
+                        .reconcile(timed(objects.reconcile(), CALL_DEADLINE))
+                        .await
+                        .map_err(failed)?;
+                    check_reconcile(response.into_inner(), &base, &sent).map_err(refused)?
+                }
+                Call::Finalize => {
+                    let response = client
+                        .finalize(timed(objects.finalize(), CALL_DEADLINE))
+                        .await
+                        .map_err(failed)?;
+                    check_finalize(response.into_inner(), &base, &sent).map_err(refused)?
+                }
+            };
             seen.push(format!(
                 "{}: {:?} {:?}",
                 objects.describe(),
                 checked.outcome,
                 checked.message
             ));
-        }
-        Ok(seen.join("; "))
-    }
-
-    async fn judge_finalize(
-        &self,
-        first: &HeartbeatRequest,
-        offers: &[Objects],
-    ) -> Result<String, String> {
-        let mut seen = Vec::new();
-        for objects in offers {
-            let mut base = objects.base.clone();
-            base["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-            let reconcile = objects.reconcile();
-            let mut request = tonic::Request::new(FinalizeRequest {
-                implementation: reconcile.implementation,
-                object: base.to_string().into_bytes(),
-                extensions: reconcile.extensions,
-            });
-            request.set_timeout(CALL_DEADLINE);
-            let response = self
-                .client(first)
-                .finalize(request)
-                .await
-                .map_err(|s| format!("Finalize of {} failed with gRPC status {:?}: {}; answer OUTCOME_FAILED instead", objects.describe(), s.code(), s.message()))?
-                .into_inner();
-            let (base, sent) = objects.dynamic();
-            let checked =
-                kplug_operator::status::check_finalize(response, &base, &sent).map_err(|why| {
-                    format!(
-                        "the operator would refuse the answer to Finalize of {}: {why}",
-                        objects.describe()
-                    )
-                })?;
-            seen.push(format!("{}: {:?}", objects.describe(), checked.outcome));
         }
         Ok(seen.join("; "))
     }
@@ -268,8 +271,7 @@ impl Kit<'_> {
     ) -> Result<String, String> {
         let mut call = objects.reconcile();
         call.object = b"{\"apiVersion\": not JSON".to_vec();
-        let mut request = tonic::Request::new(call);
-        request.set_timeout(CALL_DEADLINE);
+        let request = timed(call, CALL_DEADLINE);
         let response = self
             .client(first)
             .reconcile(request)
@@ -309,8 +311,7 @@ impl Kit<'_> {
         let mut call = objects.reconcile();
         call.object = base.to_string().into_bytes();
         let size = call.object.len();
-        let mut request = tonic::Request::new(call);
-        request.set_timeout(CALL_DEADLINE);
+        let request = timed(call, CALL_DEADLINE);
         match self.client(first).reconcile(request).await {
             Ok(r) => Ok(format!(
                 "a {} MiB object got {:?}",

@@ -296,6 +296,13 @@ impl Kit<'_> {
     }
 }
 
+/// `message` as a request with `deadline`.
+fn timed<T>(message: T, deadline: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(deadline);
+    request
+}
+
 /// A duration as seconds with two decimals, for messages.
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())

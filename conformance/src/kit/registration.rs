@@ -5,9 +5,9 @@
 use std::os::unix::fs::FileTypeExt;
 use std::time::{Duration, Instant};
 
-use kplug_proto::v1::{GetInfoRequest, HeartbeatRequest, ProbeRequest};
+use kplug_proto::v1::{GetInfoRequest, HeartbeatRequest};
 
-use super::{CALL_DEADLINE, Kit, REGISTRY_INTERVAL, START_INTERVAL, secs};
+use super::{CALL_DEADLINE, Kit, REGISTRY_INTERVAL, START_INTERVAL, secs, timed};
 use crate::checks::Verdict;
 use crate::registry::Heartbeat;
 
@@ -55,18 +55,11 @@ impl Kit<'_> {
         }
         if self.wants("probe") {
             let started = Instant::now();
-            let mut probe = tonic::Request::new(ProbeRequest {});
-            probe.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
-            let verdict = match self.client(first).probe(probe).await {
-                Ok(r) => {
-                    let r = r.into_inner();
-                    Verdict::Pass(format!("ready: {}, message {:?}", r.ready, r.message))
+            let verdict = match self.probe(first).await {
+                Ok((ready, message)) => {
+                    Verdict::Pass(format!("ready: {ready}, message {message:?}"))
                 }
-                Err(s) => Verdict::Fail(format!(
-                    "Probe failed with gRPC status {:?}: {}",
-                    s.code(),
-                    s.message()
-                )),
+                Err(why) => Verdict::Fail(why),
             };
             self.record("probe", verdict, started);
         }
@@ -124,8 +117,7 @@ impl Kit<'_> {
                 ));
             }
         }
-        let mut request = tonic::Request::new(GetInfoRequest {});
-        request.set_timeout(CALL_DEADLINE);
+        let request = timed(GetInfoRequest {}, CALL_DEADLINE);
         let info = self
             .client(first)
             .get_info(request)

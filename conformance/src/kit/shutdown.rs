@@ -8,7 +8,7 @@ use kplug_proto::v1::{HeartbeatRequest, ProbeRequest};
 use nix::sys::signal::Signal;
 
 use super::calls::Objects;
-use super::{CALL_DEADLINE, Kit, secs};
+use super::{CALL_DEADLINE, Kit, secs, timed};
 use crate::checks::Verdict;
 
 /// How long the kit's registry holds the Unregister answer, as an operator
@@ -29,8 +29,7 @@ impl Kit<'_> {
         self.registry.delay_unregister(UNREGISTER_HOLD);
         // A connection opened before SIGTERM, as the operator's is.
         let mut client = self.client(current);
-        let mut probe = tonic::Request::new(ProbeRequest {});
-        probe.set_timeout(CALL_DEADLINE);
+        let probe = timed(ProbeRequest {}, CALL_DEADLINE);
         if let Err(s) = client.probe(probe).await {
             let why = format!(
                 "the plugin stopped answering Probe before SIGTERM: {:?}: {}",
@@ -48,13 +47,11 @@ impl Kit<'_> {
         // Called at once, while the registry holds its answer to Unregister.
         let drained = match (&unregister, current.offers.first()) {
             (Some(_), Some(offer)) => {
-                let mut request = tonic::Request::new(Objects::for_offer(offer).reconcile());
-                request.set_timeout(CALL_DEADLINE);
+                let request = timed(Objects::for_offer(offer).reconcile(), CALL_DEADLINE);
                 Some(client.reconcile(request).await.map(|_| ()))
             }
             (Some(_), None) => {
-                let mut request = tonic::Request::new(ProbeRequest {});
-                request.set_timeout(CALL_DEADLINE);
+                let request = timed(ProbeRequest {}, CALL_DEADLINE);
                 Some(client.probe(request).await.map(|_| ()))
             }
             (None, _) => None,
