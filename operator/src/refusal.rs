@@ -74,9 +74,19 @@ pub(crate) enum Refusal {
         "plugin {0}: the registry could not read the caller's credentials (SO_PEERCRED); heartbeats are only accepted on registry.sock"
     )]
     NoCredentials(String),
+    #[error(
+        "plugin {name}: instance {instance_id} unregistered (it is shutting down); a restarted process heartbeats with a new instance id"
+    )]
+    Unregistered { name: String, instance_id: String },
 }
 
 impl Refusal {
+    /// Whether the refusal is part of normal operation (a late heartbeat of
+    /// an instance that unregistered), so not worth a Warning Event.
+    pub(crate) fn is_expected(&self) -> bool {
+        matches!(self, Self::Unregistered { .. })
+    }
+
     /// A CamelCase code for the `reason` label of
     /// `kplug_registrations_refused_total`.
     pub(crate) fn reason(&self) -> &'static str {
@@ -93,6 +103,7 @@ impl Refusal {
             Self::Impostor(_) => "ImplementationOwned",
             Self::WrongUid(_) => "WrongUid",
             Self::NoCredentials(_) => "NoPeerCredentials",
+            Self::Unregistered { .. } => "Unregistered",
         }
     }
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kplug_operator::{Registry, RegistryConfig};
-use kplug_proto::v1::{Outcome, ReconcileRequest};
+use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::{HeartbeatRequest, Outcome, ReconcileRequest};
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -112,6 +113,56 @@ async fn hello_plugin_registers_reconciles_reregisters_and_drains() {
         "the plugin must be unregistered"
     );
     assert!(!socket.exists(), "the plugin's socket must be removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_handled_after_unregister_does_not_register_the_instance_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _stop_registry, _registry_task) = start_registry(dir.path());
+    let start = |stopped: oneshot::Receiver<()>| {
+        let server =
+            Server::new(info(), Hello, dir.path()).heartbeat_interval(Duration::from_millis(200));
+        tokio::spawn(server.run_until(async {
+            let _ = stopped.await;
+        }))
+    };
+
+    // The first instance registers, then shuts down: it unregisters.
+    let (stop_first, first_stopped) = oneshot::channel::<()>();
+    let first = start(first_stopped);
+    wait_registered(&registry, "first instance").await;
+    let gone = registry.get("hello").unwrap();
+    stop_first.send(()).unwrap();
+    first.await.unwrap().unwrap();
+    assert!(registry.get("hello").is_none());
+
+    // The socket serves again (a second instance; the first served it
+    // while it drained), so a handshake with the old id would succeed.
+    let (_stop_second, second_stopped) = oneshot::channel::<()>();
+    let _second = start(second_stopped);
+    wait_registered(&registry, "second instance").await;
+    let second = registry.get("hello").unwrap().instance_id().to_owned();
+
+    // A heartbeat the first instance sent before its Unregister, handled
+    // now: refused, and the second instance stays.
+    let late = HeartbeatRequest {
+        name: gone.name().to_owned(),
+        version: gone.version().to_owned(),
+        instance_id: gone.instance_id().to_owned(),
+        protocol: kplug_proto::PROTOCOL.to_owned(),
+        socket: kplug_proto::plugin_socket("hello"),
+        offers: gone.offers().to_vec(),
+        capabilities: gone.capabilities().iter().map(|c| *c as i32).collect(),
+    };
+    let registry_socket = dir.path().join(kplug_proto::REGISTRY_SOCKET);
+    let answer = RegistryClient::new(kplug_proto::socket::channel(&registry_socket))
+        .heartbeat(late)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!answer.accepted, "the late heartbeat must be refused");
+    assert!(answer.reason.contains("unregistered"), "{}", answer.reason);
+    assert_eq!(registry.get("hello").unwrap().instance_id(), second);
 }
 
 #[tokio::test]

@@ -26,6 +26,16 @@ impl Registry {
             return Err(Refusal::NoCredentials(req.name));
         };
         self.shared.names.check(&req.name, uid)?;
+        if self
+            .shared
+            .unregistered
+            .contains(&req.instance_id, std::time::Instant::now())
+        {
+            return Err(Refusal::Unregistered {
+                name: req.name,
+                instance_id: req.instance_id,
+            });
+        }
         let known = self.current(&req.name, &req.instance_id);
         if let Some(known) = known {
             known.touch();
@@ -154,6 +164,11 @@ impl Registry {
             self.shared.metrics.count_refusal("WrongUid");
             return false;
         }
+        // Remembered before the removal, so that no heartbeat handled in
+        // between can register the instance again.
+        self.shared
+            .unregistered
+            .insert(&req.instance_id, std::time::Instant::now());
         self.remove(
             &req.name,
             &req.instance_id,
@@ -199,10 +214,13 @@ impl RegistryApi for Registry {
                 // noted once per period; the metric counts every one.
                 let message = refusal.to_string();
                 let key = format!("{name}/{}", refusal.reason());
-                if self
-                    .shared
-                    .refusal_notices
-                    .admit(&key, std::time::Instant::now())
+                // A late heartbeat of an instance that unregistered is part
+                // of a normal shutdown: counted, not a Warning.
+                if !refusal.is_expected()
+                    && self
+                        .shared
+                        .refusal_notices
+                        .admit(&key, std::time::Instant::now())
                 {
                     self.note(
                         EventType::Warning,

@@ -8,6 +8,7 @@ mod gc;
 mod handshake;
 mod heartbeat;
 mod serve;
+mod unregistered;
 
 pub use config::RegistryConfig;
 
@@ -29,6 +30,7 @@ use crate::ownership::{NameOwners, Ownership};
 use crate::plugin::{CallError, PluginInstance};
 use crate::selection::Candidate;
 use crate::throttle::Throttle;
+use unregistered::Unregistered;
 
 /// The plugin registry: the table of registered plugin instances, the
 /// `registry.sock` they heartbeat to, and their garbage collection.
@@ -103,6 +105,8 @@ struct Shared {
     // preference nobody ever offered (a typo) can be told from one whose
     // plugin is only away.
     offered: Mutex<BTreeSet<(String, String, String)>>,
+    // Instance ids that unregistered: their late heartbeats are refused.
+    unregistered: Unregistered,
 }
 
 impl Registry {
@@ -117,6 +121,7 @@ impl Registry {
         let (changes, _) = watch::channel(0);
         let ownership = Ownership::new(config.implementation_owners.clone(), config.heartbeat_ttl);
         let names = NameOwners::new(config.plugin_uids.clone(), config.heartbeat_ttl);
+        let config_ttl = config.heartbeat_ttl;
         Self {
             shared: Arc::new(Shared {
                 config,
@@ -131,6 +136,7 @@ impl Registry {
                 names,
                 refusal_notices: Throttle::new(REFUSAL_NOTICE_PERIOD, REFUSAL_NOTICES_PER_PERIOD),
                 offered: Mutex::default(),
+                unregistered: Unregistered::new(config_ttl),
             }),
         }
     }
