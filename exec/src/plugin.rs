@@ -6,7 +6,7 @@ use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
 use serde_json::json;
 
 use crate::answer;
-use crate::command::{CallEnv, Runner};
+use crate::command::{CallEnv, Finished, Runner};
 use crate::manifest::Manifest;
 
 /// A plugin whose calls run commands.
@@ -46,7 +46,21 @@ impl Exec {
             name: request.name(),
         };
         match runner.run(&env, stdin.to_string().into_bytes()).await {
-            Ok(finished) => answer::response(runner.program(), request, finished),
+            Ok(finished) => {
+                // A command's stderr is its log: it goes to the container's.
+                if let Finished::Exited { stderr_tail, .. } | Finished::TimedOut { stderr_tail, .. } =
+                    &finished
+                    && !stderr_tail.is_empty()
+                {
+                    tracing::info!(
+                        command = runner.program(),
+                        call,
+                        object = format!("{}/{}", request.namespace(), request.name()),
+                        "stderr: {stderr_tail}"
+                    );
+                }
+                answer::response(runner.program(), request, finished)
+            }
             Err(e) => Response::failed(format!(
                 "kplug-exec cannot run {}: {e}; check the command in the manifest and that it is executable in this container",
                 runner.program()

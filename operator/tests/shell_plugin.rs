@@ -1,0 +1,238 @@
+//! A shell plugin with the real operator on the real control plane:
+//! `examples/database-table/sqlite-shell-plugin`, shell scripts run by
+//! kplug-exec, keeps a `DatabaseTable` in a SQLite file with the sqlite3
+//! tool: creates it with its index, adds a column, refuses a retype on the
+//! resource's conditions, and drops the table on delete.
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::*;
+use tokio::process::{Child, Command};
+
+const T: Duration = Duration::from_secs(60);
+
+/// kplug-exec serving the example's manifest, keeping its files in `data`.
+fn shell_plugin(w: &World, data: &Path) -> Child {
+    let manifest = kplug_testenv::workspace_root()
+        .join("examples/database-table/sqlite-shell-plugin/plugin.yaml");
+    Command::new(kplug_testenv::workspace_binary("kplug-exec"))
+        .arg("--manifest")
+        .arg(manifest)
+        .env("KPLUG_SOCKET_DIR", w.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .env("KPLUG_SQLITE_DATA_DIR", data)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start kplug-exec")
+}
+
+/// The table's columns in `db`: name and declared type, in order.
+fn columns_in(db: &Path, table: &str) -> Vec<(String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT name, type FROM pragma_table_info(?1)")
+        .unwrap();
+    stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The names of the table's indexes in `db`.
+fn indexes_in(db: &Path, table: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name",
+        )
+        .unwrap();
+    stmt.query_map([table], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn pairs(columns: &[(&str, &str)]) -> Vec<(String, String)> {
+    columns
+        .iter()
+        .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+        .collect()
+}
+
+fn spec_columns(columns: &[(&str, &str)]) -> Value {
+    columns
+        .iter()
+        .map(|(n, t)| json!({"name": n, "type": t}))
+        .collect()
+}
+
+async fn set_columns(w: &World, columns: &[(&str, &str)]) {
+    w.tables()
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"columns": spec_columns(columns)}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Ready on SQLiteShell, at the table's current generation.
+fn ready_on_shell(t: &DynamicObject) -> Result<(), String> {
+    expect_condition(t, "Ready", "True", "Reconciled")?;
+    let generation = t.metadata.generation;
+    let observed = t
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    if observed != generation {
+        return Err(format!(
+            "observedGeneration {observed:?}, generation {generation:?}"
+        ));
+    }
+    match t.data.pointer("/status/implementation") {
+        Some(found) if found == "SQLiteShell" => Ok(()),
+        found => Err(format!("implementation is {found:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_plugin_keeps_a_table_in_sqlite() {
+    let w = world("sqlite-sh", &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("shop.db");
+    let _plugin = shell_plugin(&w, data.path());
+
+    w.create(
+        &sqlite_ext_resource(),
+        json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableSqliteExtension",
+            "metadata": {"name": "orders"}, "spec": {"indexes": ["customer"]},
+        }),
+    )
+    .await;
+    w.create(
+        &table_resource(),
+        json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+            "metadata": {"name": "orders"},
+            "spec": {
+                "serverName": "shop", "preferredImplementation": "SQLiteShell", "deletionPolicy": "Delete",
+                "columns": spec_columns(&[("id", "uint64"), ("customer", "string")]),
+                "extensions": [{"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableSqliteExtension", "name": "orders"}],
+            },
+        }),
+    )
+    .await;
+
+    // Created, with the index the extension asks for.
+    let table = w
+        .table_until("orders", "Ready on SQLiteShell", T, ready_on_shell)
+        .await;
+    assert_eq!(
+        table.data.pointer("/status/plugin"),
+        Some(&json!("sqlite-sh"))
+    );
+    assert_eq!(table.data.pointer("/status/columns"), Some(&json!(2)));
+    assert_eq!(table.data.pointer("/status/rows"), Some(&json!(0)));
+    assert_eq!(
+        condition(&table, "TableReady").map(|(s, r, _)| (s, r)),
+        Some(("True".into(), "UpToDate".into()))
+    );
+    assert_eq!(
+        columns_in(&db, "orders"),
+        pairs(&[("id", "UNSIGNED BIGINT"), ("customer", "TEXT")])
+    );
+    assert_eq!(indexes_in(&db, "orders"), ["kplug_sh_ix_orders_customer"]);
+    let extension = w.api(&sqlite_ext_resource()).get("orders").await.unwrap();
+    assert_eq!(
+        extension.data.pointer("/status"),
+        Some(&json!({"table": "orders", "indexes": ["customer"]}))
+    );
+    kplug_testenv::eventually("the TableCreated Event", T, || async {
+        let events = w.events_for("orders").await;
+        events
+            .iter()
+            .any(|(kind, reason, _)| kind == "Normal" && reason == "TableCreated")
+            .then_some(())
+            .ok_or(format!("{events:?}"))
+    })
+    .await;
+
+    // A column added.
+    set_columns(
+        &w,
+        &[
+            ("id", "uint64"),
+            ("customer", "string"),
+            ("total", "float64"),
+        ],
+    )
+    .await;
+    w.table_until("orders", "Ready with three columns", T, ready_on_shell)
+        .await;
+    assert_eq!(
+        columns_in(&db, "orders"),
+        pairs(&[
+            ("id", "UNSIGNED BIGINT"),
+            ("customer", "TEXT"),
+            ("total", "DOUBLE")
+        ])
+    );
+
+    // A retype is refused on the resource, and nothing changes.
+    set_columns(
+        &w,
+        &[
+            ("id", "uint64"),
+            ("customer", "int64"),
+            ("total", "float64"),
+        ],
+    )
+    .await;
+    let refused = w
+        .table_until("orders", "the retype refused", T, |t| {
+            match condition(t, "TableReady") {
+                Some((status, reason, _)) if status == "False" && reason == "Unsupported" => Ok(()),
+                other => Err(format!("TableReady is {other:?}")),
+            }
+        })
+        .await;
+    let (_, _, message) = condition(&refused, "TableReady").unwrap();
+    assert!(
+        message.contains("column customer is TEXT") && message.contains("does not retype"),
+        "{message}"
+    );
+    expect_condition(&refused, "Reconciled", "False", "PluginFailed").unwrap();
+    assert_eq!(
+        columns_in(&db, "orders")[1],
+        pairs(&[("customer", "TEXT")])[0]
+    );
+
+    // Deleted: Finalize drops the table (deletionPolicy Delete).
+    w.tables()
+        .delete("orders", &DeleteParams::default())
+        .await
+        .unwrap();
+    kplug_testenv::eventually("the table is gone", T, || async {
+        match w.tables().get_opt("orders").await {
+            Ok(None) => Ok(()),
+            other => Err(format!(
+                "{:?}",
+                other.map(|o| o.map(|o| o.data.get("status").cloned()))
+            )),
+        }
+    })
+    .await;
+    assert!(
+        columns_in(&db, "orders").is_empty(),
+        "the table was not dropped"
+    );
+}
