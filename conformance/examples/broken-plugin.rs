@@ -114,6 +114,8 @@ impl Plugin for Service {
             offers: offers(),
             capabilities: capabilities(),
             description: "breaks one protocol rule on request".into(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         }))
     }
 
@@ -184,6 +186,32 @@ impl Plugin for Service {
             ..Default::default()
         }))
     }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Hook",
+        ))
+    }
 }
 
 /// Binds the plugin's socket by the rule (`kplug_proto::socket`), or, for
@@ -234,6 +262,8 @@ async fn heartbeat(
             socket: kplug_proto::plugin_socket(NAME),
             offers: offers(),
             capabilities: capabilities(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         });
         request.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
         sent += 1;

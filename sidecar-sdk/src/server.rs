@@ -196,6 +196,8 @@ impl<P: Plugin> Server<P> {
             socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
             capabilities: capabilities::<P>(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -396,6 +398,8 @@ impl<P: Plugin> PluginApi for Service<P> {
             offers: self.info.offers(),
             capabilities: capabilities::<P>(),
             description: self.info.description.clone(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         }))
     }
 
@@ -446,5 +450,31 @@ impl<P: Plugin> PluginApi for Service<P> {
             .instrument(span)
             .await;
         Ok(tonic::Response::new(response.into_finalize()))
+    }
+
+    // Not yet served by the SDK; it advertises none of these capabilities.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the plugin does not implement Hook",
+        ))
     }
 }
