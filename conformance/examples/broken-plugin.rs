@@ -29,6 +29,8 @@ const GROUP: &str = "conformance.kplug.dev";
 enum Break {
     /// handshake: heartbeats with protocol "kplug.v0".
     WrongProtocol,
+    /// handshake: heartbeats declare a hook that GetInfo does not.
+    HooksDisagree,
     /// heartbeat-content: a new version in every heartbeat.
     ChangingVersion,
     /// heartbeat-interval: keeps KPLUG_HEARTBEAT_INTERVAL, ignoring the
@@ -87,6 +89,22 @@ fn offers() -> Vec<Offer> {
     }]
 }
 
+/// No hooks, except for the heartbeat with `--break hooks-disagree`.
+/// (Without CAPABILITY_HOOKS, so no Hook call ever comes.)
+fn hooks(broken: Option<Break>, in_heartbeat: bool) -> Vec<Hook> {
+    if broken == Some(Break::HooksDisagree) && in_heartbeat {
+        vec![Hook {
+            name: "audit".into(),
+            base: offers()[0].base.clone(),
+            phase: HookPhase::AfterReconcile as i32,
+            behaviour: HookBehaviour::Async as i32,
+            order: 0,
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
 fn capabilities() -> Vec<i32> {
     vec![Capability::Reconcile as i32, Capability::Finalize as i32]
 }
@@ -114,7 +132,7 @@ impl Plugin for Service {
             offers: offers(),
             capabilities: capabilities(),
             description: "breaks one protocol rule on request".into(),
-            hooks: Vec::new(),
+            hooks: hooks(self.0, false),
             call_policies: Vec::new(),
         }))
     }
@@ -262,7 +280,7 @@ async fn heartbeat(
             socket: kplug_proto::plugin_socket(NAME),
             offers: offers(),
             capabilities: capabilities(),
-            hooks: Vec::new(),
+            hooks: hooks(broken, true),
             call_policies: Vec::new(),
         });
         request.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
