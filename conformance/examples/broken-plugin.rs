@@ -29,6 +29,8 @@ const GROUP: &str = "conformance.kplug.dev";
 enum Break {
     /// handshake: heartbeats with protocol "kplug.v0".
     WrongProtocol,
+    /// handshake: heartbeats declare a hook that GetInfo does not.
+    HooksDisagree,
     /// heartbeat-content: a new version in every heartbeat.
     ChangingVersion,
     /// heartbeat-interval: keeps KPLUG_HEARTBEAT_INTERVAL, ignoring the
@@ -87,6 +89,22 @@ fn offers() -> Vec<Offer> {
     }]
 }
 
+/// No hooks, except for the heartbeat with `--break hooks-disagree`.
+/// (Without CAPABILITY_HOOKS, so no Hook call ever comes.)
+fn hooks(broken: Option<Break>, in_heartbeat: bool) -> Vec<Hook> {
+    if broken == Some(Break::HooksDisagree) && in_heartbeat {
+        vec![Hook {
+            name: "audit".into(),
+            base: offers()[0].base.clone(),
+            phase: HookPhase::AfterReconcile as i32,
+            behaviour: HookBehaviour::Async as i32,
+            order: 0,
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
 fn capabilities() -> Vec<i32> {
     vec![Capability::Reconcile as i32, Capability::Finalize as i32]
 }
@@ -114,6 +132,8 @@ impl Plugin for Service {
             offers: offers(),
             capabilities: capabilities(),
             description: "breaks one protocol rule on request".into(),
+            hooks: hooks(self.0, false),
+            call_policies: Vec::new(),
         }))
     }
 
@@ -184,6 +204,32 @@ impl Plugin for Service {
             ..Default::default()
         }))
     }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the broken plugin does not implement Hook",
+        ))
+    }
 }
 
 /// Binds the plugin's socket by the rule (`kplug_proto::socket`), or, for
@@ -234,6 +280,8 @@ async fn heartbeat(
             socket: kplug_proto::plugin_socket(NAME),
             offers: offers(),
             capabilities: capabilities(),
+            hooks: hooks(broken, true),
+            call_policies: Vec::new(),
         });
         request.set_timeout(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE);
         sent += 1;

@@ -36,7 +36,7 @@ pub const CHECKS: &[Check] = &[
     check(
         "handshake",
         "registration",
-        "the first heartbeat carries a DNS-label name, a fresh instance id, protocol kplug.v1, bounded version and description, and socket plugins/<name>/plugin.sock, already served; GetInfo on that socket agrees with it (Heartbeat; Handshake)",
+        "the first heartbeat carries a DNS-label name, a fresh instance id, protocol kplug.v1, bounded version and description, hooks and call policies the operator accepts (hooks only with CAPABILITY_HOOKS), and socket plugins/<name>/plugin.sock, already served; GetInfo on that socket agrees with it, hooks and call policies included (Heartbeat; Handshake; Hooks; Call policies)",
     ),
     check(
         "probe",
@@ -46,7 +46,7 @@ pub const CHECKS: &[Check] = &[
     check(
         "heartbeat-content",
         "registration",
-        "every heartbeat carries the full description, unchanged: name, version, instance id, protocol, socket, offers, capabilities (Heartbeat)",
+        "every heartbeat carries the full description, unchanged: name, version, instance id, protocol, socket, offers, capabilities, hooks, call policies (Heartbeat)",
     ),
     check(
         "heartbeat-interval",

@@ -99,6 +99,16 @@ async fn handshake_fails_a_plugin_with_another_protocol() {
 }
 
 #[tokio::test]
+async fn handshake_fails_a_plugin_whose_getinfo_declares_other_hooks() {
+    fails("handshake", "hooks-disagree").await;
+    let (_, report) = kit(&["--only", "handshake"], Some("hooks-disagree")).await;
+    assert!(
+        report.contains("GetInfo and the heartbeat disagree on hooks"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
 async fn probe_fails_a_plugin_without_probe() {
     fails("probe", "no-probe").await;
 }

@@ -188,6 +188,9 @@ impl HeartbeatInput {
                 },
             ),
             capabilities: self.capabilities.clone(),
+            // Hooks and call policies are not fuzzed yet.
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use kplug_proto::limits;
 use kplug_proto::rules::{NameError, validate_plugin_name};
-use kplug_proto::v1::{HeartbeatRequest, Offer};
+use kplug_proto::v1::{Call, CallPolicy, HeartbeatRequest, Hook, Offer};
 
 use crate::ownership::{Impostor, WrongUid};
 use crate::plugin::CallError;
@@ -66,6 +66,24 @@ pub(crate) enum Refusal {
         protocol: String,
         want: &'static str,
     },
+    #[error("plugin {name}: hook {hook}: {problem}")]
+    Hook {
+        name: String,
+        /// The hook's name, quoted and cut for the message.
+        hook: String,
+        problem: &'static str,
+    },
+    #[error("plugin {name}: call policy for {call}: {problem}")]
+    CallPolicy {
+        name: String,
+        /// The call, by its proto name (or number, when unknown).
+        call: String,
+        problem: &'static str,
+    },
+    #[error(
+        "plugin {name}: GetInfo declares other {field} than the heartbeat; a heartbeat carries the full description, exactly as GetInfo"
+    )]
+    Disagree { name: String, field: &'static str },
     #[error(transparent)]
     Impostor(#[from] Impostor),
     #[error(transparent)]
@@ -99,7 +117,9 @@ impl Refusal {
             Self::Socket { .. } => "SocketNotConfined",
             Self::Dial { .. } => "DialFailed",
             Self::GetInfo { .. } => "GetInfoFailed",
-            Self::Mismatch { .. } => "GetInfoMismatch",
+            Self::Mismatch { .. } | Self::Disagree { .. } => "GetInfoMismatch",
+            Self::Hook { .. } => "InvalidHook",
+            Self::CallPolicy { .. } => "InvalidCallPolicy",
             Self::Impostor(_) => "ImplementationOwned",
             Self::WrongUid(_) => "WrongUid",
             Self::NoCredentials(_) => "NoPeerCredentials",
@@ -108,9 +128,9 @@ impl Refusal {
     }
 }
 
-/// Checks a heartbeat's own fields: name, instance id, sizes, protocol.
-/// (Its socket is checked when it is dialled, its offers' owners once
-/// `GetInfo` confirms them.)
+/// Checks a heartbeat's own fields: name, instance id, sizes, protocol,
+/// hooks and call policies. (Its socket is checked when it is dialled, its
+/// offers' owners once `GetInfo` confirms them.)
 pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
     validate_plugin_name(&req.name)?;
     if req.instance_id.is_empty() {
@@ -125,6 +145,7 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
         });
     }
     check_sizes(&req.name, &req.version, "", &req.offers)?;
+    check_declarations(&req.name, &req.hooks, &req.call_policies)?;
     if req.protocol != kplug_proto::PROTOCOL {
         return Err(Refusal::Protocol {
             name: req.name.clone(),
@@ -185,6 +206,128 @@ pub(crate) fn check_sizes(
     }
 }
 
+/// The checks on the hooks and call policies a plugin declares, in its
+/// heartbeat and again in `GetInfo`: bounded counts; hooks with a unique
+/// DNS-label name, a base kind, a phase and a behaviour; at most one
+/// policy per call, each naming its call, with a positive deadline when it
+/// sets one.
+///
+/// Phases, behaviours and calls this operator does not know (a newer
+/// plugin) are not refused: such a hook is never called, such a policy
+/// never applies. Only the zero value, a field left unset, is refused.
+pub(crate) fn check_declarations(
+    name: &str,
+    hooks: &[Hook],
+    policies: &[CallPolicy],
+) -> Result<(), Refusal> {
+    let too_large = |field: &'static str, got: usize, max: usize| Refusal::TooLarge {
+        name: name.to_owned(),
+        field,
+        got,
+        max,
+    };
+    if hooks.len() > limits::MAX_HOOKS {
+        return Err(too_large("hooks", hooks.len(), limits::MAX_HOOKS));
+    }
+    if policies.len() > limits::MAX_CALL_POLICIES {
+        return Err(too_large(
+            "call_policies",
+            policies.len(),
+            limits::MAX_CALL_POLICIES,
+        ));
+    }
+    for (i, hook) in hooks.iter().enumerate() {
+        let refuse = |problem| Refusal::Hook {
+            name: name.to_owned(),
+            hook: shown(&hook.name),
+            problem,
+        };
+        // A hook's name is a DNS label for the same reasons as a plugin's:
+        // it becomes part of conditions, Events and metric labels.
+        if validate_plugin_name(&hook.name).is_err() {
+            return Err(refuse(
+                "the name must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters",
+            ));
+        }
+        if hooks[..i].iter().any(|h| h.name == hook.name) {
+            return Err(refuse(
+                "declared twice; hook names are unique within a plugin",
+            ));
+        }
+        if hook.base.as_ref().is_none_or(|b| b.kind.is_empty()) {
+            return Err(refuse("no base kind; a hook names the kind it is for"));
+        }
+        if hook.phase == 0 {
+            return Err(refuse(
+                "no phase; choose before-reconcile, after-reconcile, before-finalize or after-finalize",
+            ));
+        }
+        if hook.behaviour == 0 {
+            return Err(refuse(
+                "no behaviour; choose sync-enforce, sync-bypass or async",
+            ));
+        }
+    }
+    for (i, policy) in policies.iter().enumerate() {
+        let refuse = |problem| Refusal::CallPolicy {
+            name: name.to_owned(),
+            call: Call::try_from(policy.call).map_or_else(
+                |_| format!("call {}", policy.call),
+                |c| c.as_str_name().to_owned(),
+            ),
+            problem,
+        };
+        if policy.call == 0 {
+            return Err(refuse("no call; a policy names the call it is for"));
+        }
+        if policies[..i].iter().any(|p| p.call == policy.call) {
+            return Err(refuse("declared twice; one policy per call"));
+        }
+        if let Some(deadline) = &policy.deadline {
+            let positive = deadline.seconds >= 0
+                && (0..1_000_000_000).contains(&deadline.nanos)
+                && (deadline.seconds > 0 || deadline.nanos > 0);
+            if !positive {
+                return Err(refuse(
+                    "the deadline must be positive (leave it unset for the operator's default)",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `name` quoted for a message, cut after 80 characters: a refused name can
+/// be as long as the registry's message bound.
+fn shown(name: &str) -> String {
+    const SHOWN: usize = 80;
+    match name.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{:?}…", &name[..cut]),
+        None => format!("{name:?}"),
+    }
+}
+
+/// Refuses a `GetInfo` whose hooks or call policies differ from the
+/// heartbeat's: the operator would otherwise act on one description and
+/// show another.
+pub(crate) fn check_agreement(
+    name: &str,
+    heartbeat: (&[Hook], &[CallPolicy]),
+    info: (&[Hook], &[CallPolicy]),
+) -> Result<(), Refusal> {
+    let disagree = |field| Refusal::Disagree {
+        name: name.to_owned(),
+        field,
+    };
+    if heartbeat.0 != info.0 {
+        return Err(disagree("hooks"));
+    }
+    if heartbeat.1 != info.1 {
+        return Err(disagree("call policies"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +379,171 @@ mod tests {
         };
         let err = heartbeat_refusal(&req).unwrap_err();
         assert!(err.contains("offers is 65; at most 64"), "{err}");
+    }
+
+    fn hook(name: &str) -> Hook {
+        Hook {
+            name: name.into(),
+            base: Some(kplug_proto::v1::GroupKind {
+                group: "myorg.org".into(),
+                kind: "DatabaseTable".into(),
+            }),
+            phase: kplug_proto::v1::HookPhase::BeforeReconcile as i32,
+            behaviour: kplug_proto::v1::HookBehaviour::SyncEnforce as i32,
+            order: 0,
+        }
+    }
+
+    fn policy(call: Call, seconds: i64, nanos: i32) -> CallPolicy {
+        CallPolicy {
+            call: call as i32,
+            deadline: Some(prost_types::Duration { seconds, nanos }),
+            failure_policy: 0,
+        }
+    }
+
+    fn declaring(hooks: Vec<Hook>, call_policies: Vec<CallPolicy>) -> HeartbeatRequest {
+        HeartbeatRequest {
+            name: "p".into(),
+            instance_id: "i".into(),
+            protocol: kplug_proto::PROTOCOL.into(),
+            hooks,
+            call_policies,
+            ..Default::default()
+        }
+    }
+
+    /// The refusal's reason code and message.
+    fn refused(req: &HeartbeatRequest) -> (&'static str, String) {
+        let refusal = check_heartbeat(req).unwrap_err();
+        (refusal.reason(), refusal.to_string())
+    }
+
+    #[test]
+    fn valid_hooks_and_policies_are_accepted() {
+        let unknown_phase = Hook {
+            phase: 99,
+            behaviour: 99,
+            ..hook("from-the-future")
+        };
+        let unknown_call = CallPolicy {
+            call: 99,
+            ..policy(Call::Reconcile, 1, 0)
+        };
+        let req = declaring(
+            vec![hook("backup"), hook("audit"), unknown_phase],
+            vec![
+                policy(Call::Reconcile, 30, 0),
+                policy(Call::Validate, 0, 500_000_000),
+                CallPolicy {
+                    call: Call::Default as i32,
+                    deadline: None,
+                    failure_policy: kplug_proto::v1::FailurePolicy::Ignore as i32,
+                },
+                unknown_call,
+            ],
+        );
+        check_heartbeat(&req).unwrap();
+    }
+
+    #[test]
+    fn hooks_are_bounded_named_and_complete() {
+        let many = (0..=limits::MAX_HOOKS)
+            .map(|i| hook(&format!("h{i}")))
+            .collect();
+        let (reason, message) = refused(&declaring(many, vec![]));
+        assert_eq!(reason, "TooLarge");
+        assert!(message.contains("hooks is 17; at most 16"), "{message}");
+
+        for bad in ["", "Backup", "back_up", "-x", &"x".repeat(64)] {
+            let (reason, message) = refused(&declaring(vec![hook(bad)], vec![]));
+            assert_eq!(reason, "InvalidHook", "{bad:?}");
+            assert!(message.contains("must be a DNS label"), "{message}");
+        }
+        let (reason, message) = refused(&declaring(vec![hook("a"), hook("b"), hook("a")], vec![]));
+        assert_eq!(reason, "InvalidHook");
+        assert!(
+            message.contains("plugin p: hook \"a\": declared twice"),
+            "{message}"
+        );
+
+        let cases = [
+            (
+                Hook {
+                    base: None,
+                    ..hook("h")
+                },
+                "no base kind",
+            ),
+            (
+                Hook {
+                    phase: 0,
+                    ..hook("h")
+                },
+                "no phase",
+            ),
+            (
+                Hook {
+                    behaviour: 0,
+                    ..hook("h")
+                },
+                "no behaviour",
+            ),
+        ];
+        for (bad, expected) in cases {
+            let (reason, message) = refused(&declaring(vec![bad], vec![]));
+            assert_eq!(reason, "InvalidHook");
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn call_policies_are_bounded_unique_and_positive() {
+        let many = vec![policy(Call::Hook, 1, 0); limits::MAX_CALL_POLICIES + 1];
+        let (reason, message) = refused(&declaring(vec![], many));
+        assert_eq!(reason, "TooLarge");
+        assert!(
+            message.contains("call_policies is 17; at most 16"),
+            "{message}"
+        );
+
+        let twice = vec![policy(Call::Reconcile, 5, 0), policy(Call::Reconcile, 6, 0)];
+        let (reason, message) = refused(&declaring(vec![], twice));
+        assert_eq!(reason, "InvalidCallPolicy");
+        assert!(
+            message.contains("call policy for CALL_RECONCILE: declared twice"),
+            "{message}"
+        );
+
+        let (_, message) = refused(&declaring(vec![], vec![policy(Call::Unspecified, 5, 0)]));
+        assert!(message.contains("no call"), "{message}");
+
+        for (seconds, nanos) in [(0, 0), (-1, 0), (0, -5), (1, 1_000_000_000)] {
+            let (reason, message) = refused(&declaring(
+                vec![],
+                vec![policy(Call::Validate, seconds, nanos)],
+            ));
+            assert_eq!(reason, "InvalidCallPolicy", "{seconds}s {nanos}ns");
+            assert!(message.contains("deadline must be positive"), "{message}");
+        }
+    }
+
+    #[test]
+    fn getinfo_must_declare_the_heartbeats_hooks_and_policies() {
+        let hooks = [hook("backup")];
+        let policies = [policy(Call::Hook, 5, 0)];
+        check_agreement("p", (&hooks, &policies), (&hooks, &policies)).unwrap();
+        let other = [Hook {
+            order: 1,
+            ..hook("backup")
+        }];
+        let refusal = check_agreement("p", (&hooks, &policies), (&other, &policies)).unwrap_err();
+        assert_eq!(refusal.reason(), "GetInfoMismatch");
+        assert!(refusal.to_string().contains("other hooks"), "{refusal}");
+        let refusal = check_agreement("p", (&hooks, &policies), (&hooks, &[])).unwrap_err();
+        assert!(
+            refusal.to_string().contains("other call policies"),
+            "{refusal}"
+        );
     }
 }

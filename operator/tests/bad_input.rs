@@ -32,6 +32,8 @@ fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest
             }],
         }],
         capabilities: vec![Capability::Reconcile as i32],
+        hooks: Vec::new(),
+        call_policies: Vec::new(),
     }
 }
 
@@ -45,6 +47,8 @@ fn info_as_heartbeat(name: &str, implementation: &str, description: &str) -> Get
         offers: hb.offers,
         capabilities: hb.capabilities,
         description: description.into(),
+        hooks: hb.hooks,
+        call_policies: hb.call_policies,
     }
 }
 
@@ -215,6 +219,32 @@ impl Plugin for Rogue {
             outcome: Outcome::Ok as i32,
             ..Default::default()
         }))
+    }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Hook",
+        ))
     }
 }
 
@@ -965,6 +995,32 @@ impl Plugin for Hanging {
     ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
         Err(tonic::Status::unavailable("never"))
     }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Hook",
+        ))
+    }
 }
 
 /// Handshakes that hang (eight names at once, each GetInfo never answered)
@@ -1210,6 +1266,32 @@ impl Plugin for Fake {
         _: tonic::Request<FinalizeRequest>,
     ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
         Err(tonic::Status::unimplemented("not called here"))
+    }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "this test plugin does not implement Hook",
+        ))
     }
 }
 

@@ -43,6 +43,58 @@ pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Longest `retry_after` honoured; a longer one is lowered to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
+/// Most hooks one plugin may declare.
+pub const MAX_HOOKS: usize = 16;
+/// Most call policies one plugin may declare (one per call; room for calls
+/// later protocol versions add).
+pub const MAX_CALL_POLICIES: usize = 16;
+/// Most field errors in one `Validate` response; the operator refuses a
+/// response with more (an invalid response, handled by the failure policy).
+pub const MAX_FIELD_ERRORS: usize = 64;
+/// Most warnings in one `Validate` or `Default` response; the operator
+/// refuses a response with more.
+pub const MAX_WARNINGS: usize = 16;
+/// Longest warning kept; longer ones are cut like messages. The API server
+/// itself may cut warnings longer than 256 characters.
+pub const MAX_WARNING_CHARS: usize = 256;
+/// Largest JSON Patch in one `Default` response; the operator refuses a
+/// larger one.
+pub const MAX_PATCH_BYTES: usize = 256 * 1024;
+/// The JSON Pointer prefixes a `Default` patch may touch: the spec, and the
+/// metadata's labels and annotations. An operation's `path` (and `from`,
+/// for `move` and `copy`) must be one of them or lie below one.
+pub const DEFAULT_PATCH_PREFIXES: [&str; 3] =
+    ["/spec", "/metadata/labels", "/metadata/annotations"];
+/// Default lower bound of the deadline a plugin asks for in a call policy;
+/// a shorter one is raised to it.
+pub const MIN_CALL_DEADLINE: Duration = Duration::from_secs(1);
+/// Default upper bound of the deadline a plugin asks for `Reconcile`,
+/// `Finalize` and `Hook`; a longer one is lowered to it.
+pub const MAX_CALL_DEADLINE: Duration = Duration::from_secs(600);
+/// Default upper bound of the deadline a plugin asks for `Validate` and
+/// `Default`: the API server waits at most 30 s for a webhook (10 s unless
+/// configured), and the operator answers it within that.
+pub const MAX_ADMISSION_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Whether `path` (a JSON Pointer of a `Default` patch operation) lies in
+/// [`DEFAULT_PATCH_PREFIXES`]: equal to one, or below one (`/spec/x`, not
+/// `/specx`).
+///
+/// ```
+/// use kplug_proto::limits::default_patch_path_allowed;
+/// assert!(default_patch_path_allowed("/spec/storageEngine"));
+/// assert!(default_patch_path_allowed("/metadata/labels/app"));
+/// assert!(!default_patch_path_allowed("/status/x"));
+/// assert!(!default_patch_path_allowed("/specx"));
+/// assert!(!default_patch_path_allowed("/metadata/name"));
+/// ```
+pub fn default_patch_path_allowed(path: &str) -> bool {
+    DEFAULT_PATCH_PREFIXES.iter().any(|prefix| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 /// `message` cut to [`MAX_MESSAGE_CHARS`] characters (the last one an
 /// ellipsis when cut).
 pub fn truncate_message(message: &str) -> String {

@@ -32,17 +32,28 @@
 //! overrides [`Plugin::finalize`]; that alone makes the SDK advertise the
 //! FINALIZE capability, so the operator waits for it.
 //!
+//! The same goes for admission and hooks: overriding [`Plugin::validate`]
+//! (field errors refuse an object at `kubectl apply`), [`Plugin::defaults`]
+//! (a JSON Patch of defaults, built with [`Defaults`]) or [`Plugin::hook`]
+//! (with hooks declared by [`PluginInfo::hook`]) advertises the VALIDATE,
+//! DEFAULT or HOOKS capability. [`PluginInfo::call_policy`] asks for a
+//! deadline (and, for admission, a failure policy) per call.
+//!
 //! The protocol and the behaviour every SDK shares are described in
 //! `docs/protocol.md`; its rules (names, reserved keys, limits, backoff)
 //! come from [`kplug_proto::rules`] and [`kplug_proto::limits`].
 
+mod admission;
 mod heartbeat;
+mod hooks;
 mod object;
 mod plugin;
 mod request;
 mod response;
 mod server;
 
+pub use admission::{AdmissionRequest, Defaults, Operation, Validation};
+pub use hooks::{Behaviour, Call, CallPolicy, FailurePolicy, Hook, HookCall, Phase};
 pub use kplug_proto as proto;
 pub use object::Object;
 pub use plugin::{BoxError, Offer, Plugin, PluginInfo, Readiness};
@@ -111,6 +122,12 @@ pub enum Error {
     /// An object could not be decoded (the message names it).
     #[error("{0}")]
     Decode(String),
+    /// The plugin's description declares something the operator would
+    /// refuse (a hook name that is not a DNS label or is declared twice,
+    /// hooks without [`Plugin::hook`], a call policy declared twice or with
+    /// a zero deadline); the message says which.
+    #[error("{0}")]
+    Declaration(String),
 }
 
 impl std::fmt::Debug for Error {

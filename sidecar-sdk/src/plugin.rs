@@ -7,6 +7,8 @@ use std::task::{Context, Poll};
 
 use kplug_proto::v1::{self, Capability, GroupKind};
 
+use crate::admission::{AdmissionRequest, Defaults, Validation};
+use crate::hooks::{CallPolicy, Hook, HookCall};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -70,6 +72,107 @@ pub trait Plugin: Send + Sync + 'static {
         NoFinalize
     }
 
+    /// Decide, at admission, whether an object may be created or changed:
+    /// an object of a base kind this plugin offers (that its implementation
+    /// reconciles, or would be chosen for), or an extension of a kind one
+    /// of its offers declares ([`AdmissionRequest::implementation`] says
+    /// which offer). Field errors refuse it, and `kubectl apply` prints
+    /// them.
+    ///
+    /// Overriding this method makes the SDK advertise the VALIDATE
+    /// capability, as for [`Plugin::finalize`]. An error returned here
+    /// means the plugin could not decide: the SDK answers with a gRPC
+    /// error carrying its message, and the plugin's failure policy
+    /// ([`crate::CallPolicy::failure_policy`], else the operator's)
+    /// refuses or admits the object. To refuse, return field errors.
+    ///
+    /// ```
+    /// use kplug_sidecar::{AdmissionRequest, BoxError, Plugin, Request, Response, Validation};
+    ///
+    /// struct Tables;
+    ///
+    /// impl Plugin for Tables {
+    ///     async fn reconcile(&self, _: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok())
+    ///     }
+    ///
+    ///     async fn validate(&self, request: AdmissionRequest) -> Result<Validation, BoxError> {
+    ///         let mut verdict = Validation::allowed();
+    ///         let columns = request.object().spec()["columns"].as_array().cloned().unwrap_or_default();
+    ///         for (i, column) in columns.iter().enumerate() {
+    ///             let type_ = &column["type"];
+    ///             if !["text", "integer"].contains(&type_.as_str().unwrap_or("")) {
+    ///                 verdict = verdict.error(&format!("spec.columns[{i}].type"), type_, "use text or integer");
+    ///             }
+    ///         }
+    ///         Ok(verdict)
+    ///     }
+    /// }
+    /// ```
+    fn validate(
+        &self,
+        request: AdmissionRequest,
+    ) -> impl Future<Output = Result<Validation, BoxError>> + Send {
+        let _ = request;
+        NoValidate
+    }
+
+    /// Fill in defaults, at admission, of the same objects as
+    /// [`Plugin::validate`] (which then sees the defaulted object): a JSON
+    /// Patch limited to `/spec`, `/metadata/labels` and
+    /// `/metadata/annotations`, built with [`Defaults`].
+    ///
+    /// This is the protocol's `Default` call; the method is named
+    /// `defaults` so that it never clashes with [`Default::default`] on a
+    /// plugin type that derives `Default` (`Tables::default()` would be
+    /// ambiguous). Overriding it makes the SDK advertise the DEFAULT
+    /// capability. An error returned here, or a patch outside the allowed
+    /// paths, is answered with a gRPC error carrying its message, so the
+    /// failure policy decides.
+    ///
+    /// ```
+    /// use kplug_sidecar::{AdmissionRequest, BoxError, Defaults, Plugin, Request, Response};
+    ///
+    /// struct MariaDb;
+    ///
+    /// impl Plugin for MariaDb {
+    ///     async fn reconcile(&self, _: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok())
+    ///     }
+    ///
+    ///     async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
+    ///         let spec = request.object().spec();
+    ///         Ok(if spec.get("storageEngine").is_none() {
+    ///             Defaults::none().add("/spec/storageEngine", "InnoDB")
+    ///         } else {
+    ///             Defaults::none()
+    ///         })
+    ///     }
+    /// }
+    /// ```
+    fn defaults(
+        &self,
+        request: AdmissionRequest,
+    ) -> impl Future<Output = Result<Defaults, BoxError>> + Send {
+        let _ = request;
+        NoDefaults
+    }
+
+    /// Run one of the hooks declared with [`PluginInfo::hook`]
+    /// ([`HookCall::hook`] names it). The answer's outcome, message, retry
+    /// delay, status (written under `status.hooks.<plugin>`) and events
+    /// count; conditions and extension statuses are not a hook's to set,
+    /// and make the answer FAILED. An error becomes FAILED with its
+    /// message, as for [`Plugin::reconcile`].
+    ///
+    /// Overriding this method makes the SDK advertise the HOOKS
+    /// capability; declaring hooks without overriding it is a start-up
+    /// error.
+    fn hook(&self, call: HookCall) -> impl Future<Output = Result<Response, BoxError>> + Send {
+        let _ = call;
+        NoHook
+    }
+
     /// Whether the plugin can take work (e.g. its database is reachable).
     fn ready(&self) -> impl Future<Output = Readiness> + Send {
         async { Readiness::Ready }
@@ -89,23 +192,84 @@ impl Future for NoFinalize {
     }
 }
 
+/// The future of the default [`Plugin::validate`] (see [`NoFinalize`]).
+/// The SDK answers UNIMPLEMENTED instead of polling it.
+struct NoValidate;
+
+impl Future for NoValidate {
+    type Output = Result<Validation, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(Validation::allowed()))
+    }
+}
+
+/// The future of the default [`Plugin::defaults`] (see [`NoFinalize`]).
+struct NoDefaults;
+
+impl Future for NoDefaults {
+    type Output = Result<Defaults, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(Defaults::none()))
+    }
+}
+
+/// The future of the default [`Plugin::hook`] (see [`NoFinalize`]).
+struct NoHook;
+
+impl Future for NoHook {
+    type Output = Result<Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(Response::ok()))
+    }
+}
+
+/// The type of the future a method returns, from the method itself;
+/// nothing is called.
+fn future_type<P, A, F: 'static>(_: fn(&'static P, A) -> F) -> TypeId {
+    TypeId::of::<F>()
+}
+
 /// Whether `P` overrides [`Plugin::finalize`], decided at compile time from
 /// the type of the future its `finalize` returns: the default's is
 /// [`NoFinalize`]. Nothing is called.
 pub(crate) fn implements_finalize<P: Plugin>() -> bool {
-    fn future_type<P, F: 'static>(_: fn(&'static P, Request) -> F) -> TypeId {
-        TypeId::of::<F>()
-    }
     future_type(P::finalize) != TypeId::of::<NoFinalize>()
 }
 
-/// The capabilities `P` advertises: RECONCILE, and FINALIZE when it
-/// overrides [`Plugin::finalize`].
+/// Whether `P` overrides [`Plugin::validate`] (as [`implements_finalize`]).
+pub(crate) fn implements_validate<P: Plugin>() -> bool {
+    future_type(P::validate) != TypeId::of::<NoValidate>()
+}
+
+/// Whether `P` overrides [`Plugin::defaults`] (as [`implements_finalize`]).
+pub(crate) fn implements_defaults<P: Plugin>() -> bool {
+    future_type(P::defaults) != TypeId::of::<NoDefaults>()
+}
+
+/// Whether `P` overrides [`Plugin::hook`] (as [`implements_finalize`]).
+pub(crate) fn implements_hook<P: Plugin>() -> bool {
+    future_type(P::hook) != TypeId::of::<NoHook>()
+}
+
+/// The capabilities `P` advertises: RECONCILE, and FINALIZE, VALIDATE,
+/// DEFAULT and HOOKS for the methods it overrides.
 pub(crate) fn capabilities<P: Plugin>() -> Vec<i32> {
     let mut caps = vec![Capability::Reconcile as i32];
-    if implements_finalize::<P>() {
-        caps.push(Capability::Finalize as i32);
-    }
+    let optional = [
+        (implements_finalize::<P>(), Capability::Finalize),
+        (implements_validate::<P>(), Capability::Validate),
+        (implements_defaults::<P>(), Capability::Default),
+        (implements_hook::<P>(), Capability::Hooks),
+    ];
+    caps.extend(
+        optional
+            .into_iter()
+            .filter(|(implemented, _)| *implemented)
+            .map(|(_, capability)| capability as i32),
+    );
     caps
 }
 
@@ -150,8 +314,10 @@ impl Offer {
     }
 }
 
-/// What the plugin is: name, version, offers. (What it can do, its
-/// capabilities, follows from the methods of [`Plugin`] it implements.)
+/// What the plugin is: name, version, offers, and the hooks and call
+/// policies it declares. (What it can do, its capabilities, follows from
+/// the methods of [`Plugin`] it implements.) `GetInfo` and every heartbeat
+/// carry all of it.
 ///
 /// ```
 /// use kplug_sidecar::{Offer, PluginInfo};
@@ -165,6 +331,8 @@ pub struct PluginInfo {
     pub(crate) version: String,
     pub(crate) description: String,
     pub(crate) offers: Vec<Offer>,
+    pub(crate) hooks: Vec<Hook>,
+    pub(crate) call_policies: Vec<CallPolicy>,
 }
 
 impl PluginInfo {
@@ -177,6 +345,8 @@ impl PluginInfo {
             version: version.to_owned(),
             description: String::new(),
             offers: Vec::new(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
         }
     }
 
@@ -192,6 +362,21 @@ impl PluginInfo {
         self
     }
 
+    /// Declares a hook; the plugin must override [`Plugin::hook`]. Names
+    /// are checked (DNS labels, unique) when the plugin starts.
+    pub fn hook(mut self, hook: Hook) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Declares how the plugin asks to be called for one call (deadline,
+    /// failure policy); one policy per call, checked when the plugin
+    /// starts.
+    pub fn call_policy(mut self, policy: CallPolicy) -> Self {
+        self.call_policies.push(policy);
+        self
+    }
+
     /// The plugin name.
     pub fn name(&self) -> &str {
         &self.name
@@ -201,7 +386,43 @@ impl PluginInfo {
         self.offers.iter().map(Offer::to_proto).collect()
     }
 
-    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
-        kplug_proto::rules::validate_plugin_name(&self.name).map_err(crate::Error::InvalidName)
+    pub(crate) fn hooks(&self) -> Vec<v1::Hook> {
+        self.hooks.iter().map(Hook::to_proto).collect()
+    }
+
+    pub(crate) fn call_policies(&self) -> Vec<v1::CallPolicy> {
+        self.call_policies
+            .iter()
+            .map(CallPolicy::to_proto)
+            .collect()
+    }
+
+    /// The checks the operator makes on this description, made at start-up
+    /// (for `P`, the plugin's type) so that a mistake stops the plugin with
+    /// a message, instead of every heartbeat being refused.
+    pub(crate) fn validate<P: Plugin>(&self) -> Result<(), crate::Error> {
+        kplug_proto::rules::validate_plugin_name(&self.name).map_err(crate::Error::InvalidName)?;
+        let declaration = |problem: String| {
+            crate::Error::Declaration(format!("plugin {} cannot start: {problem}", self.name))
+        };
+        if self.hooks.len() > kplug_proto::limits::MAX_HOOKS {
+            return Err(declaration(format!(
+                "{} hooks are declared; at most {} are accepted",
+                self.hooks.len(),
+                kplug_proto::limits::MAX_HOOKS
+            )));
+        }
+        for (i, hook) in self.hooks.iter().enumerate() {
+            hook.validate(&self.name, &self.hooks[..i])?;
+        }
+        if !self.hooks.is_empty() && !implements_hook::<P>() {
+            return Err(declaration(
+                "it declares hooks but does not implement Plugin::hook".into(),
+            ));
+        }
+        for (i, policy) in self.call_policies.iter().enumerate() {
+            policy.validate(&self.name, &self.call_policies[..i])?;
+        }
+        Ok(())
     }
 }

@@ -32,6 +32,10 @@ pub struct Response {
     conditions: Vec<v1::Condition>,
     events: Vec<v1::Event>,
     problem: Option<String>,
+    /// A reserved key in the base object's status: a problem for Reconcile
+    /// and Finalize, not for a hook, whose status lands under
+    /// `status.hooks.<plugin>` where no key is the operator's.
+    reserved_key: Option<String>,
 }
 
 impl Response {
@@ -45,6 +49,7 @@ impl Response {
             conditions: Vec::new(),
             events: Vec::new(),
             problem: None,
+            reserved_key: None,
         }
     }
 
@@ -73,10 +78,21 @@ impl Response {
         self
     }
 
-    /// The plugin's part of the base object's status (a JSON object).
+    /// The plugin's part of the base object's status (a JSON object). From
+    /// a hook, it is written under `status.hooks.<plugin>`, where the
+    /// operator's reserved keys may be used.
     pub fn status(mut self, status: impl Serialize) -> Self {
-        if let Some(v) = self.check_status(status, "status") {
-            self.status = Some(v);
+        match serde_json::to_value(&status) {
+            Ok(Value::Object(map)) => {
+                if let Some(key) = RESERVED_KEYS.iter().find(|k| map.contains_key(**k)) {
+                    self.reserved_key
+                        .get_or_insert(format!("status: key {key:?} is reserved for the operator"));
+                }
+                self.status = Some(Value::Object(map));
+            }
+            _ => {
+                let _ = self.check_status(status, "status");
+            }
         }
         self
     }
@@ -222,7 +238,7 @@ impl Response {
     /// A builder mistake (reserved key, status not an object), turned into
     /// FAILED when sent so the plugin author sees it on the resource.
     fn into_parts(self) -> Self {
-        match self.problem.clone() {
+        match self.problem.clone().or_else(|| self.reserved_key.clone()) {
             Some(problem) => Self::failed(format!("plugin bug: {problem}")),
             None => self,
         }
@@ -250,6 +266,35 @@ impl Response {
                 .collect(),
             conditions: r.conditions,
             events: r.events,
+        }
+    }
+
+    /// The answer to a `Hook`: conditions and extension statuses are not a
+    /// hook's to set, so a response with them is a plugin bug, sent as
+    /// FAILED like the others.
+    pub(crate) fn into_hook(self) -> v1::HookResponse {
+        let r = if !self.conditions.is_empty() || !self.extension_statuses.is_empty() {
+            Self::failed(
+                "plugin bug: a hook's response sets conditions or extension statuses; a hook writes only its status (under status.hooks.<plugin>) and events",
+            )
+        } else {
+            Self {
+                reserved_key: None,
+                ..self
+            }
+            .into_parts()
+        };
+        v1::HookResponse {
+            outcome: r.outcome as i32,
+            message: r.message,
+            status: r
+                .status
+                .map(|s| s.to_string().into_bytes())
+                .unwrap_or_default(),
+            events: r.events,
+            retry_after: r
+                .retry_after
+                .and_then(|d| prost_types::Duration::try_from(d).ok()),
         }
     }
 
@@ -331,5 +376,28 @@ mod tests {
         assert_eq!(r.status, br#"{"a":1}"#);
         assert_eq!(r.conditions[0].status, ConditionStatus::Unknown as i32);
         assert_eq!(r.events[0].r#type, EventType::Warning as i32);
+    }
+
+    #[test]
+    fn a_hook_may_use_reserved_keys_but_not_conditions() {
+        let r = Response::ok()
+            .status(json!({"implementation": "backed up"}))
+            .into_hook();
+        assert_eq!(r.outcome, Outcome::Ok as i32);
+        assert_eq!(r.status, br#"{"implementation":"backed up"}"#);
+        let r = Response::ok()
+            .condition("BackedUp", Some(true), "Done", "")
+            .into_hook();
+        assert_eq!(r.outcome, Outcome::Failed as i32);
+        assert!(
+            r.message
+                .starts_with("plugin bug: a hook's response sets conditions"),
+            "{}",
+            r.message
+        );
+        let r = Response::retry(Duration::from_secs(4)).into_hook();
+        assert_eq!(r.retry_after.unwrap().seconds, 4);
+        let r = Response::ok().status(json!([1])).into_hook();
+        assert!(r.message.contains("must be a JSON object"), "{}", r.message);
     }
 }

@@ -10,8 +10,9 @@ use std::time::Duration;
 use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{
-    FinalizeRequest, FinalizeResponse, GetInfoRequest, GetInfoResponse, HeartbeatRequest,
-    ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
+    DefaultRequest, DefaultResponse, FinalizeRequest, FinalizeResponse, GetInfoRequest,
+    GetInfoResponse, HeartbeatRequest, HookRequest, HookResponse, ProbeRequest, ProbeResponse,
+    ReconcileRequest, ReconcileResponse, UnregisterRequest, ValidateRequest, ValidateResponse,
 };
 use kplug_proto::{limits, rules, telemetry};
 use tokio::sync::watch;
@@ -19,7 +20,12 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::plugin::{Plugin, PluginInfo, Readiness, capabilities};
+use crate::admission::AdmissionRequest;
+use crate::hooks::HookCall;
+use crate::plugin::{
+    Plugin, PluginInfo, Readiness, capabilities, implements_defaults, implements_hook,
+    implements_validate,
+};
 use crate::request::Request;
 use crate::response::Response;
 use crate::{Error, heartbeat};
@@ -153,7 +159,7 @@ impl<P: Plugin> Server<P> {
     /// [`Error`] when the name is invalid, the socket cannot be bound, or the
     /// server fails.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-        self.info.validate()?;
+        self.info.validate::<P>()?;
         let socket = self.socket_path();
         let listener = kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name)
             .await
@@ -196,6 +202,8 @@ impl<P: Plugin> Server<P> {
             socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
             capabilities: capabilities::<P>(),
+            hooks: self.info.hooks(),
+            call_policies: self.info.call_policies(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -383,6 +391,38 @@ impl<P: Plugin> Service<P> {
     }
 }
 
+impl<P: Plugin> Service<P> {
+    /// Runs a handler's future on its own task (a panic then fails one
+    /// call, not the server); a handler error or panic becomes its message.
+    async fn run<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        handler: impl Future<Output = Result<T, crate::BoxError>> + Send + 'static,
+    ) -> Result<T, String> {
+        match tokio::spawn(handler.in_current_span()).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(error)) => {
+                tracing::warn!(plugin = self.info.name, call, %error, "handler failed");
+                Err(error.to_string())
+            }
+            Err(join) => {
+                tracing::error!(plugin = self.info.name, call, error = %join, "handler panicked");
+                Err(format!("the plugin's {call} handler panicked: {join}"))
+            }
+        }
+    }
+
+    /// The answer to a call whose capability the plugin does not advertise
+    /// (the operator only calls what is advertised, so this is a client's
+    /// mistake).
+    fn unimplemented(&self, call: &str) -> tonic::Status {
+        tonic::Status::unimplemented(format!(
+            "plugin {} does not implement {call}",
+            self.info.name
+        ))
+    }
+}
+
 #[tonic::async_trait]
 impl<P: Plugin> PluginApi for Service<P> {
     async fn get_info(
@@ -396,6 +436,8 @@ impl<P: Plugin> PluginApi for Service<P> {
             offers: self.info.offers(),
             capabilities: capabilities::<P>(),
             description: self.info.description.clone(),
+            hooks: self.info.hooks(),
+            call_policies: self.info.call_policies(),
         }))
     }
 
@@ -446,5 +488,81 @@ impl<P: Plugin> PluginApi for Service<P> {
             .instrument(span)
             .await;
         Ok(tonic::Response::new(response.into_finalize()))
+    }
+
+    async fn validate(
+        &self,
+        request: tonic::Request<ValidateRequest>,
+    ) -> Result<tonic::Response<ValidateResponse>, tonic::Status> {
+        if !implements_validate::<P>() {
+            return Err(self.unimplemented("Validate"));
+        }
+        let span = self.span("Validate", request.metadata());
+        let r = request.into_inner();
+        let request =
+            AdmissionRequest::decode(r.implementation, r.operation, &r.object, &r.old_object)
+                .map_err(|e| tonic::Status::invalid_argument(format!("kplug: {e}")))?;
+        let plugin = self.plugin.clone();
+        let verdict = self
+            .run("Validate", async move { plugin.validate(request).await })
+            .instrument(span)
+            .await
+            .map_err(tonic::Status::internal)?;
+        Ok(tonic::Response::new(verdict.into_proto()))
+    }
+
+    async fn default(
+        &self,
+        request: tonic::Request<DefaultRequest>,
+    ) -> Result<tonic::Response<DefaultResponse>, tonic::Status> {
+        if !implements_defaults::<P>() {
+            return Err(self.unimplemented("Default"));
+        }
+        let span = self.span("Default", request.metadata());
+        let r = request.into_inner();
+        let request =
+            AdmissionRequest::decode(r.implementation, r.operation, &r.object, &r.old_object)
+                .map_err(|e| tonic::Status::invalid_argument(format!("kplug: {e}")))?;
+        let plugin = self.plugin.clone();
+        let defaults = self
+            .run("Default", async move { plugin.defaults(request).await })
+            .instrument(span)
+            .await
+            .map_err(tonic::Status::internal)?;
+        let response = defaults.into_proto().map_err(|problem| {
+            tracing::warn!(
+                plugin = self.info.name,
+                call = "Default",
+                problem,
+                "invalid defaults"
+            );
+            tonic::Status::internal(problem)
+        })?;
+        Ok(tonic::Response::new(response))
+    }
+
+    async fn hook(
+        &self,
+        request: tonic::Request<HookRequest>,
+    ) -> Result<tonic::Response<HookResponse>, tonic::Status> {
+        if !implements_hook::<P>() {
+            return Err(self.unimplemented("Hook"));
+        }
+        let span = self.span("Hook", request.metadata());
+        let call = match HookCall::decode(request.into_inner()) {
+            Ok(call) => call,
+            Err(e) => {
+                return Ok(tonic::Response::new(
+                    Response::failed(format!("kplug: {e}")).into_hook(),
+                ));
+            }
+        };
+        let plugin = self.plugin.clone();
+        let response = self
+            .run("Hook", async move { plugin.hook(call).await })
+            .instrument(span)
+            .await
+            .unwrap_or_else(Response::failed);
+        Ok(tonic::Response::new(response.into_hook()))
     }
 }

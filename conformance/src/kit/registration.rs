@@ -157,6 +157,28 @@ impl Kit<'_> {
                 &info.capabilities,
             ));
         }
+        if info.hooks != first.hooks {
+            return Err(disagree("hooks", &first.hooks, &info.hooks));
+        }
+        if info.call_policies != first.call_policies {
+            return Err(disagree(
+                "call policies",
+                &first.call_policies,
+                &info.call_policies,
+            ));
+        }
+        // The operator calls only what is advertised: such hooks would
+        // silently never run.
+        if !first.hooks.is_empty()
+            && !first
+                .capabilities
+                .contains(&(kplug_proto::v1::Capability::Hooks as i32))
+        {
+            return Err(format!(
+                "the plugin declares {} hook(s) but not CAPABILITY_HOOKS, so they are never called",
+                first.hooks.len()
+            ));
+        }
         if info.description.len() > kplug_proto::limits::MAX_DESCRIPTION_LEN {
             return Err(format!(
                 "GetInfo's description is {} bytes; at most {} are accepted",
@@ -274,6 +296,8 @@ fn judge_content(first: &HeartbeatRequest, heartbeats: &[Heartbeat]) -> Result<S
             ("socket", r.socket != first.socket),
             ("offers", r.offers != first.offers),
             ("capabilities", r.capabilities != first.capabilities),
+            ("hooks", r.hooks != first.hooks),
+            ("call policies", r.call_policies != first.call_policies),
         ]
         .into_iter()
         .find(|(_, changed)| *changed);

@@ -15,7 +15,7 @@ use super::Registry;
 use crate::confinement::confine;
 use crate::connection::dial;
 use crate::plugin::{CallError, PluginInstance};
-use crate::refusal::{Refusal, check_sizes};
+use crate::refusal::{Refusal, check_agreement, check_declarations, check_sizes};
 
 impl Registry {
     pub(super) async fn handshake(
@@ -78,6 +78,12 @@ impl Registry {
             });
         }
         check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
+        check_declarations(&info.name, &info.hooks, &info.call_policies)?;
+        check_agreement(
+            &info.name,
+            (&req.hooks, &req.call_policies),
+            (&info.hooks, &info.call_policies),
+        )?;
         self.shared.ownership.claim(
             &info.name,
             info.offers.iter().map(|o| o.implementation.as_str()),

@@ -58,6 +58,32 @@ impl PluginApi for Bare {
     ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
         Ok(tonic::Response::new(FinalizeResponse::default()))
     }
+
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
+    async fn validate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the bare echo server does not implement Validate",
+        ))
+    }
+    async fn default(
+        &self,
+        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the bare echo server does not implement Default",
+        ))
+    }
+    async fn hook(
+        &self,
+        _: tonic::Request<kplug_proto::v1::HookRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the bare echo server does not implement Hook",
+        ))
+    }
 }
 
 /// A DatabaseTable-like object whose whole JSON is about `size` bytes.

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import grpc
 import pytest
 
 import kplug
@@ -268,6 +269,27 @@ async def test_reconcile_round_trip(start: StartFn, dial: DialFn) -> None:
     assert response.outcome == types_pb2.OUTCOME_OK
     assert response.message == "reconciled DatabaseTable shop/users"
     assert json.loads(response.status) == {"spec": {"columns": ["id"]}}
+
+
+async def test_validate_default_and_hook_are_unimplemented(start: StartFn, dial: DialFn) -> None:
+    # This SDK does not serve admission or hooks yet and advertises none of
+    # their capabilities; grpcio's generated servicer answers UNIMPLEMENTED.
+    server = await start(heartbeat_interval=60)
+    stub = dial(server.socket_path)
+    info = await stub.GetInfo(plugin_pb2.GetInfoRequest(), timeout=2)
+    assert list(info.hooks) == []
+    assert list(info.call_policies) == []
+    obj = json.dumps({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable"}).encode()
+    create = types_pb2.OPERATION_CREATE
+    calls = [
+        stub.Validate(plugin_pb2.ValidateRequest(operation=create, object=obj), timeout=2),
+        stub.Default(plugin_pb2.DefaultRequest(operation=create, object=obj), timeout=2),
+        stub.Hook(plugin_pb2.HookRequest(hook="h", object=obj), timeout=2),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await call
+        assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 async def test_handler_exception_becomes_failed(

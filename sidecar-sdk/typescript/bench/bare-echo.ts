@@ -39,6 +39,15 @@ const handlers: proto.PluginServer = {
   finalize(_call, callback) {
     callback(unimplemented);
   },
+  validate(_call, callback) {
+    callback(unimplemented);
+  },
+  default(_call, callback) {
+    callback(unimplemented);
+  },
+  hook(_call, callback) {
+    callback(unimplemented);
+  },
 };
 
 const server = new Server();

@@ -8,10 +8,15 @@
 
 export { Duration } from "./gen/google/protobuf/duration.js";
 export {
+  DefaultRequest,
+  DefaultResponse,
+  FieldError,
   FinalizeRequest,
   FinalizeResponse,
   GetInfoRequest,
   GetInfoResponse,
+  HookRequest,
+  HookResponse,
   ObjectStatus,
   PluginClient,
   type PluginServer,
@@ -20,6 +25,8 @@ export {
   ProbeResponse,
   ReconcileRequest,
   ReconcileResponse,
+  ValidateRequest,
+  ValidateResponse,
 } from "./gen/kplug/v1/plugin.js";
 export {
   HeartbeatRequest,
@@ -31,13 +38,20 @@ export {
   UnregisterResponse,
 } from "./gen/kplug/v1/registry.js";
 export {
+  Call,
+  CallPolicy,
   Capability,
   Condition,
   ConditionStatus,
   Event,
   EventType,
+  FailurePolicy,
   GroupKind,
+  Hook,
+  HookBehaviour,
+  HookPhase,
   ObjectRef,
   Offer,
+  Operation,
   Outcome,
 } from "./gen/kplug/v1/types.js";

@@ -129,6 +129,8 @@ export class PluginServer {
         socket: relative(this.socketDir, this.socketPath),
         offers: info.offers.map(wireOffer),
         capabilities: capabilities(plugin, info),
+        hooks: [],
+        callPolicies: [],
       },
       heartbeatInterval(info.name, options.heartbeatIntervalSeconds),
       this.#logger,

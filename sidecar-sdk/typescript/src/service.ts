@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { sendUnaryData, ServerUnaryCall } from "@grpc/grpc-js";
+import { type sendUnaryData, type ServerUnaryCall, status } from "@grpc/grpc-js";
 
 import type {
   FinalizeRequest,
@@ -51,6 +51,8 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
     offers: info.offers.map(wireOffer),
     capabilities: capabilities(plugin, info),
     description: info.description ?? "",
+    hooks: [],
+    callPolicies: [],
   };
 
   async function probe(): Promise<ProbeResponse> {
@@ -165,6 +167,18 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
         (response) => callback(null, response),
         (error: unknown) => callback(null, failedFinalize(describeError(error))),
       );
+    },
+    // This SDK does not serve admission or hooks yet, and advertises none of
+    // their capabilities, so the operator never calls these; answered as the
+    // protocol says.
+    validate(_call, callback) {
+      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Validate` });
+    },
+    default(_call, callback) {
+      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Default` });
+    },
+    hook(_call, callback) {
+      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Hook` });
     },
   };
 }

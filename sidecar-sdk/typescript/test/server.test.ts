@@ -15,6 +15,7 @@ import {
   FakeRegistry,
   removeDir,
   tempSocketDir,
+  unary,
   waitUntil,
 } from "./helpers.js";
 import {
@@ -275,6 +276,51 @@ describe("the Plugin service", () => {
   it("is ready by default", async () => {
     const server = await start({ reconcile: () => Response.ok() }, INFO, 60);
     assert.equal((await dialer.open(server.socketPath).probe()).ready, true);
+  });
+
+  it("answers Validate, Default and Hook with UNIMPLEMENTED, advertising none of them", async () => {
+    const server = await start(new Echo(), INFO, 60);
+    const stub = dialer.open(server.socketPath);
+    const info = await stub.getInfo();
+    assert.deepEqual(info.hooks, []);
+    assert.deepEqual(info.callPolicies, []);
+    for (const capability of [
+      proto.Capability.CAPABILITY_VALIDATE,
+      proto.Capability.CAPABILITY_DEFAULT,
+      proto.Capability.CAPABILITY_HOOKS,
+    ]) {
+      assert.ok(!info.capabilities.includes(capability), `${capability}`);
+    }
+    const admission = {
+      implementation: "PostgreSQL",
+      operation: proto.Operation.OPERATION_CREATE,
+      object: Buffer.from(JSON.stringify(BASE)),
+      oldObject: Buffer.alloc(0),
+    };
+    const calls: [string, Promise<unknown>][] = [
+      ["Validate", unary((done) => stub.client.validate(admission, done))],
+      ["Default", unary((done) => stub.client.default(admission, done))],
+      [
+        "Hook",
+        unary((done) =>
+          stub.client.hook(
+            {
+              hook: "h",
+              phase: proto.HookPhase.HOOK_PHASE_BEFORE_RECONCILE,
+              implementation: "PostgreSQL",
+              object: Buffer.from(JSON.stringify(BASE)),
+              extensions: [],
+              outcome: proto.Outcome.OUTCOME_UNSPECIFIED,
+              message: "",
+            },
+            done,
+          ),
+        ),
+      ],
+    ];
+    for (const [call, answer] of calls) {
+      await assert.rejects(answer, (error: ServiceError) => error.code === GrpcStatus.UNIMPLEMENTED, call);
+    }
   });
 
   it("round-trips a Reconcile", async () => {
