@@ -153,6 +153,7 @@ async fn a_heartbeat_handled_after_unregister_does_not_register_the_instance_aga
         socket: kplug_proto::plugin_socket("hello"),
         offers: gone.offers().to_vec(),
         capabilities: gone.capabilities().iter().map(|c| *c as i32).collect(),
+        ..HeartbeatRequest::default()
     };
     let registry_socket = dir.path().join(kplug_proto::REGISTRY_SOCKET);
     let answer = RegistryClient::new(kplug_proto::socket::channel(&registry_socket))
