@@ -123,13 +123,12 @@ async fn bad_registrations_are_refused_with_a_reason() {
     .await;
     // Repeated events of one reason on one object become an event series
     // (kube's Recorder), so only the first refusal's note is kept.
-    let events = w.events_for("kplug-operator-0").await;
-    assert!(
-        events.iter().any(|(t, r, n)| t == "Warning"
-            && r == "PluginRefused"
-            && n.contains("invalid plugin name")),
-        "{events:?}"
-    );
+    w.until_events("kplug-operator-0", "the PluginRefused Event", |events| {
+        events.iter().any(|(t, r, n)| {
+            t == "Warning" && r == "PluginRefused" && n.contains("invalid plugin name")
+        })
+    })
+    .await;
 }
 
 /// A plugin written against the raw protocol that returns what the SDKs
@@ -344,11 +343,11 @@ async fn invalid_plugin_responses_write_nothing_and_others_are_unaffected() {
             None,
             "nothing of an invalid response is written"
         );
-        let events = w.events_for(name).await;
-        assert!(
-            events.iter().any(|(t, r, _)| t == "Warning" && r == reason),
-            "{events:?}"
-        );
+        let events = w
+            .until_events(name, reason, |events| {
+                events.iter().any(|(t, r, _)| t == "Warning" && r == reason)
+            })
+            .await;
         // Instance ids are what Unregister names: never shown to objects.
         assert!(!message.contains("rogue-instance"), "{message}");
         assert!(
@@ -768,7 +767,11 @@ async fn an_impostor_implementation_is_refused_and_the_owner_keeps_its_objects()
     .await;
     let _impostor = spawn_plugin(&w, &[("SCRIPTED_NAME", "aaa-evil")]);
     w.until_refused("ImplementationOwned", T).await;
-    let refusals = w.events_for("kplug-operator-0").await;
+    let refusals = w
+        .until_events("kplug-operator-0", "the PluginRefused Event", |events| {
+            events.iter().any(|(_, r, _)| r == "PluginRefused")
+        })
+        .await;
     assert!(
         refusals.iter().any(|(t, r, note)| t == "Warning"
             && r == "PluginRefused"
@@ -877,13 +880,12 @@ async fn extensions_that_are_not_allowed_are_refused_and_never_watched() {
         eprintln!("{name}: {message}");
         assert!(message.contains(expected), "{name}: {message}");
         expect_condition(&table, "Reconciled", "False", "WaitingForExtensions").unwrap();
-        let events = w.events_for(name).await;
-        assert!(
+        w.until_events(name, "the ExtensionNotAllowed Event", |events| {
             events
                 .iter()
-                .any(|(t, r, _)| t == "Warning" && r == "ExtensionNotAllowed"),
-            "{events:?}"
-        );
+                .any(|(t, r, _)| t == "Warning" && r == "ExtensionNotAllowed")
+        })
+        .await;
     }
     let m = w.metrics().await;
     assert_eq!(metric(&m, "kplug_extension_watches"), Some(0.0), "{m}");

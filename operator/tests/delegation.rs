@@ -102,17 +102,18 @@ async fn walkthrough_prefers_mariadb_gets_postgresql() {
         "{managers:?}"
     );
 
-    let events = w.events_for("users").await;
-    assert!(
-        events
+    w.until_events(
+        "users",
+        "ImplementationSelected and the plugin's Event",
+        |events| {
+            events
             .iter()
-            .any(|(_, r, n)| r == "ImplementationSelected" && n.contains("MariaDB")),
-        "{events:?}"
-    );
-    assert!(
-        events.iter().any(|(_, r, _)| r == "Reconciled"),
-        "plugin events are recorded: {events:?}"
-    );
+            .any(|(_, r, n)| r == "ImplementationSelected" && n.contains("MariaDB"))
+            // The plugin's Events are recorded too.
+            && events.iter().any(|(_, r, _)| r == "Reconciled")
+        },
+    )
+    .await;
     // Each Event says who reported it: the plugin's as the operator on its
     // behalf (`kubectl describe` shows it as From), the operator's own as
     // the operator.
@@ -266,7 +267,11 @@ async fn a_preference_not_honoured_says_why_once() {
             .filter(|(kind, r, _)| kind == "Warning" && r == reason)
             .count()
     };
-    let events = w.events_for("typo").await;
+    let events = w
+        .until_events("typo", "PreferenceNotOffered", |e| {
+            warnings(e, "PreferenceNotOffered") > 0
+        })
+        .await;
     assert_eq!(warnings(&events, "PreferenceNotOffered"), 1, "{events:?}");
 
     // Fixed, but the object stays where it is.
@@ -291,7 +296,11 @@ async fn a_preference_not_honoured_says_why_once() {
         message.contains("is MariaDB") && message.contains("annotate it kplug.io/reselect"),
         "{message}"
     );
-    let events = w.events_for("typo").await;
+    let events = w
+        .until_events("typo", "PreferenceNotChosen", |e| {
+            warnings(e, "PreferenceNotChosen") > 0
+        })
+        .await;
     assert_eq!(warnings(&events, "PreferenceNotChosen"), 1, "{events:?}");
     assert!(
         w.calls()
@@ -386,17 +395,20 @@ async fn reselect_finalizes_the_old_implementation_then_moves() {
             .all(|(call, p)| call == "Reconcile" && p == "mariadb"),
         "after the Finalize, only MariaDB's Reconcile: {calls:?}"
     );
-    let events = w.events_for("mover").await;
-    assert_eq!(
+    let reselected = |events: &[(String, String, String)]| {
         events
             .iter()
-            .filter(|(kind, r, n)| kind == "Normal"
-                && r == "Reselected"
-                && n.contains("left PostgreSQL (plugin postgresql)"))
-            .count(),
-        1,
-        "{events:?}"
-    );
+            .filter(|(kind, r, n)| {
+                kind == "Normal"
+                    && r == "Reselected"
+                    && n.contains("left PostgreSQL (plugin postgresql)")
+            })
+            .count()
+    };
+    let events = w
+        .until_events("mover", "the Reselected Event", |e| reselected(e) > 0)
+        .await;
+    assert_eq!(reselected(&events), 1, "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

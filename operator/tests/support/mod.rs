@@ -659,6 +659,27 @@ impl World {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
+    /// Waits until the Events about `name` satisfy `done`, and returns
+    /// them. The operator writes an object's status before it records the
+    /// Event that goes with it, so a test that has seen the condition must
+    /// still wait for the Event.
+    pub async fn until_events(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(&[(String, String, String)]) -> bool,
+    ) -> Vec<(String, String, String)> {
+        kplug_testenv::eventually(what, Duration::from_secs(30), || async {
+            let events = self.events_for(name).await;
+            if done(&events) {
+                Ok(events)
+            } else {
+                Err(events)
+            }
+        })
+        .await
+    }
+
     pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
         let api: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.client.clone(), &self.ns);
