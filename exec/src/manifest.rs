@@ -160,9 +160,13 @@ impl Manifest {
             message,
         };
         manifest.check().map_err(invalid)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
+        // Absolute, because commands run in this directory: a program path
+        // relative to the manifest must not be resolved a second time
+        // against the working directory.
+        let dir = std::path::absolute(Self::working_dir(path))
+            .map_err(|e| invalid(format!("cannot resolve the manifest's directory: {e}")))?;
         for spec in manifest.commands_mut() {
-            spec.resolve(dir);
+            spec.resolve(&dir);
         }
         Ok(manifest)
     }
@@ -254,6 +258,15 @@ reconcile:
         assert!(Path::new(&m.reconcile.command[0]).is_absolute());
         assert_eq!(m.reconcile.command[1], "--verbose");
         assert!(m.finalize.is_none());
+    }
+
+    #[test]
+    fn programs_of_a_manifest_given_by_a_relative_path_are_found() {
+        // Tests run in the crate's directory.
+        let m = Manifest::load(Path::new("tests/fixtures/greet/plugin.yaml")).unwrap();
+        let program = Path::new(&m.reconcile.command[0]);
+        assert!(program.is_absolute(), "{}", program.display());
+        assert!(program.is_file(), "{}", program.display());
     }
 
     #[test]

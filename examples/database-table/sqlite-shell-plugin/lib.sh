@@ -23,13 +23,24 @@ is_identifier() {
 }
 
 server=$(field '.object.spec.serverName')
-case "$server" in
-    '' | *[!A-Za-z0-9_-]*) fail "serverName \"$server\" cannot be a file name; use letters, digits, '-' and '_'" ;;
-esac
 table=$(printf '%s' "$KPLUG_NAME" | tr - _)
-is_identifier "$table" || fail "the resource name $KPLUG_NAME is not a table name; use lower-case letters, digits and '-'"
-mkdir -p "$data_dir"
 db="$data_dir/$server.db"
+
+# usable: whether the server and table names can be a file and a table
+# (a spec refused by reconcile.sh never made either).
+usable() {
+    case "$server" in '' | *[!A-Za-z0-9_-]*) return 1 ;; esac
+    is_identifier "$table"
+}
+
+# check_names: fail, saying why, unless usable.
+check_names() {
+    case "$server" in
+        '' | *[!A-Za-z0-9_-]*) fail "serverName \"$server\" cannot be a file name; use letters, digits, '-' and '_'" ;;
+    esac
+    is_identifier "$table" || fail "the resource name $KPLUG_NAME is not a table name; use lower-case letters, digits and '-'"
+    mkdir -p "$data_dir"
+}
 
 # sql STATEMENTS: run them in one transaction, waiting up to 5 s for the lock
 # another run holds on the same file.

@@ -4,6 +4,7 @@
 # (the Rust SQLite plugin rebuilds the table; this one stays short).
 set -eu
 . "$(dirname "$0")/lib.sh"
+check_names
 
 sql_type() {
     case "$1" in
