@@ -104,7 +104,7 @@ async fn main() -> ExitCode {
     };
     let plugin = options.command.join(" ");
     let selected = options.only.as_ref().map_or(CHECKS.len(), BTreeSet::len);
-    eprintln!("kplug-conformance: running {selected} check(s) against `{plugin}` (about 20 s)...");
+    eprintln!("kplug-conformance: running {selected} check(s) against `{plugin}` (about 10 s)...");
     let outcomes = match kplug_conformance::run(&options).await {
         Ok(outcomes) => outcomes,
         Err(e) => {

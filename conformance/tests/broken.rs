@@ -10,12 +10,7 @@ use kplug_conformance::checks;
 
 /// `target/debug/examples/broken-plugin`, which `cargo test` builds.
 fn broken_plugin() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
-    debug.join("examples/broken-plugin")
+    kplug_testenv::workspace_binary("examples/broken-plugin")
 }
 
 /// Runs the kit with `args` against the broken plugin breaking `rule`.

@@ -11,14 +11,9 @@ use std::time::Duration;
 use kplug_conformance::checks::Verdict;
 use kplug_conformance::{Options, report};
 
-/// `target/debug/examples/conformance`, which `cargo test` builds.
+/// `target/<profile>/examples/conformance`, which `cargo test` builds.
 fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
-    debug.join("examples/conformance")
+    kplug_testenv::workspace_binary("examples/conformance")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

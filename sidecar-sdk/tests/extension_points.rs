@@ -4,10 +4,11 @@
 //! registry checks them and compares the two), and every handler answer,
 //! error and bad input.
 
+mod support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kplug_operator::{Registry, RegistryConfig};
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{self, Capability, GetInfoRequest, Outcome};
 use kplug_sidecar::{
@@ -15,6 +16,7 @@ use kplug_sidecar::{
     HookCall, Offer, Operation, Phase, Plugin, PluginInfo, Request, Response, Server, Validation,
 };
 use serde_json::{Value, json};
+use support::start_registry;
 use tokio::sync::oneshot;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -122,22 +124,6 @@ fn info(name: &str) -> PluginInfo {
         )
 }
 
-fn start_registry(dir: &Path) -> (Registry, oneshot::Sender<()>) {
-    let registry = Registry::new(
-        RegistryConfig {
-            socket_dir: dir.to_owned(),
-            heartbeat_interval: Duration::from_millis(200),
-            ..RegistryConfig::default()
-        },
-        &mut prometheus_client::registry::Registry::default(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(registry.clone().serve(async {
-        let _ = stopped.await;
-    }));
-    (registry, stop)
-}
-
 /// Serves `plugin` in `dir` until the returned sender is dropped or used,
 /// and waits until its socket exists.
 async fn serve<P: Plugin>(
@@ -223,7 +209,7 @@ fn hook_request(name: &str, phase: v1::HookPhase, outcome: Outcome) -> v1::HookR
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn declarations_reach_getinfo_and_the_operators_registry() {
     let dir = tempfile::tempdir().unwrap();
-    let (registry, _stop_registry) = start_registry(dir.path());
+    let (registry, _stop_registry, _registry_task) = start_registry(dir.path());
     let (mut client, _stop) = serve(dir.path(), info("tables"), Tables).await;
 
     let got = client

@@ -2,14 +2,16 @@
 //! real Unix sockets: registration, a Reconcile round trip, re-registration
 //! after an operator restart, and the drain on shutdown.
 
-use std::path::Path;
+mod support;
+
 use std::time::{Duration, Instant};
 
-use kplug_operator::{Registry, RegistryConfig};
+use kplug_operator::Registry;
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{HeartbeatRequest, Outcome, ReconcileRequest};
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response, Server};
 use serde_json::{Value, json};
+use support::start_registry;
 use tokio::sync::oneshot;
 
 struct Hello;
@@ -25,25 +27,6 @@ impl Plugin for Hello {
 
 fn info() -> PluginInfo {
     PluginInfo::new("hello", "1.0.0").offer(Offer::new("example.com", "Greeting", "Hello"))
-}
-
-fn start_registry(dir: &Path) -> (Registry, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let registry = Registry::new(
-        RegistryConfig {
-            socket_dir: dir.to_owned(),
-            heartbeat_interval: Duration::from_millis(200),
-            ..RegistryConfig::default()
-        },
-        &mut prometheus_client::registry::Registry::default(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(registry.clone().serve(async {
-        let _ = stopped.await;
-    }));
-    let task = tokio::spawn(async move {
-        task.await.unwrap().unwrap();
-    });
-    (registry, stop, task)
 }
 
 async fn wait_registered(registry: &Registry, what: &str) {
