@@ -92,7 +92,7 @@ mod written;
 pub use delegate::{Delegate, DelegateBuilder};
 pub use extensions::AllowList;
 pub use leader::LeaderElection;
-pub use plugin::{CallError, PluginInstance};
+pub use plugin::{CallError, CallPolicies, PluginInstance};
 pub use reconcile::{RESELECT, ReconcileError, SelectionMode, Settings};
 pub use registry::{Registry, RegistryConfig};
 pub use run::{Config, run};

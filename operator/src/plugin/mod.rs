@@ -12,16 +12,20 @@ use std::time::{Duration, Instant};
 
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
-    Capability, FinalizeRequest, FinalizeResponse, GroupKind, Offer, ProbeRequest, ProbeResponse,
-    ReconcileRequest, ReconcileResponse,
+    Call, Capability, DefaultRequest, DefaultResponse, FinalizeRequest, FinalizeResponse,
+    GroupKind, Hook, HookBehaviour, HookPhase, HookRequest, HookResponse, Offer, ProbeRequest,
+    ProbeResponse, ReconcileRequest, ReconcileResponse, ValidateRequest, ValidateResponse,
 };
 use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
 use tracing::Instrument;
 
 mod call_error;
+mod policy;
 
 pub use call_error::CallError;
+pub use policy::CallPolicies;
+pub(crate) use policy::Defaults;
 
 use crate::metrics::{CallOutcome, PluginMetrics};
 use crate::selection::Candidate;
@@ -43,13 +47,16 @@ pub struct PluginInstance {
     pub(crate) offers: Vec<Offer>,
     /// Optional calls it implements.
     pub(crate) capabilities: Vec<Capability>,
+    /// The hooks it declared, as declared (see [`Self::hooks`]).
+    pub(crate) hooks: Vec<Hook>,
+    /// Its deadlines and admission failure policies.
+    pub(crate) policies: CallPolicies,
     pub(crate) ready: AtomicBool,
     pub(crate) last_seen: Mutex<Instant>,
     pub(crate) channel: Channel,
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) max_in_flight: u32,
     pub(crate) closed: Arc<Notify>,
-    pub(crate) call_timeout: Duration,
     pub(crate) probe_timeout: Duration,
     pub(crate) max_response_bytes: usize,
     /// The UID that registered it; its socket must be served by it.
@@ -91,6 +98,24 @@ impl PluginInstance {
     /// The optional calls it implements (Finalize, ...).
     pub fn capabilities(&self) -> &[Capability] {
         &self.capabilities
+    }
+
+    /// The hooks the operator calls: those declared with a phase and a
+    /// behaviour it knows, by a plugin advertising `CAPABILITY_HOOKS`.
+    /// Others (a newer plugin's) are registered and never called.
+    pub fn hooks(&self) -> impl Iterator<Item = &Hook> {
+        let callable = self.has(Capability::Hooks);
+        self.hooks.iter().filter(move |h| {
+            callable
+                && HookPhase::try_from(h.phase).is_ok_and(|p| p != HookPhase::Unspecified)
+                && HookBehaviour::try_from(h.behaviour)
+                    .is_ok_and(|b| b != HookBehaviour::Unspecified)
+        })
+    }
+
+    /// Its deadlines and admission failure policies.
+    pub fn policies(&self) -> &CallPolicies {
+        &self.policies
     }
 
     /// Whether work may be routed to it (its last Probe said ready).
@@ -160,11 +185,11 @@ impl PluginInstance {
         probed
     }
 
-    /// Calls `Reconcile` with the reconcile deadline. An answer is counted
-    /// in `kplug_plugin_calls_total` by whoever checks it (the reconcile:
-    /// ok, retry, failed or invalid); a call without one is counted here.
+    /// Calls `Reconcile` with its deadline. An answer is counted in
+    /// `kplug_plugin_calls_total` by whoever checks it (the reconcile: ok,
+    /// retry, failed or invalid); a call without one is counted here.
     pub async fn reconcile(&self, req: ReconcileRequest) -> Result<ReconcileResponse, CallError> {
-        let timeout = self.call_timeout;
+        let timeout = self.policies.deadline(Call::Reconcile);
         self.call(
             "Reconcile",
             timeout,
@@ -174,14 +199,49 @@ impl PluginInstance {
         .await
     }
 
-    /// Calls `Finalize` with the reconcile deadline; counted like
-    /// [`Self::reconcile`].
+    /// Calls `Finalize` with its deadline; counted like [`Self::reconcile`].
     pub async fn finalize(&self, req: FinalizeRequest) -> Result<FinalizeResponse, CallError> {
-        let timeout = self.call_timeout;
+        let timeout = self.policies.deadline(Call::Finalize);
         self.call(
             "Finalize",
             timeout,
             |mut c, r| async move { c.finalize(r).await },
+            req,
+        )
+        .await
+    }
+
+    /// Calls `Validate` with its deadline; counted like [`Self::reconcile`].
+    pub async fn validate(&self, req: ValidateRequest) -> Result<ValidateResponse, CallError> {
+        let timeout = self.policies.deadline(Call::Validate);
+        self.call(
+            "Validate",
+            timeout,
+            |mut c, r| async move { c.validate(r).await },
+            req,
+        )
+        .await
+    }
+
+    /// Calls `Default` with its deadline; counted like [`Self::reconcile`].
+    pub async fn default(&self, req: DefaultRequest) -> Result<DefaultResponse, CallError> {
+        let timeout = self.policies.deadline(Call::Default);
+        self.call(
+            "Default",
+            timeout,
+            |mut c, r| async move { c.default(r).await },
+            req,
+        )
+        .await
+    }
+
+    /// Calls `Hook` with its deadline; counted like [`Self::reconcile`].
+    pub async fn hook(&self, req: HookRequest) -> Result<HookResponse, CallError> {
+        let timeout = self.policies.deadline(Call::Hook);
+        self.call(
+            "Hook",
+            timeout,
+            |mut c, r| async move { c.hook(r).await },
             req,
         )
         .await
@@ -320,13 +380,20 @@ impl PluginInstance {
             socket: PathBuf::from(format!("/nonexistent/{name}.sock")),
             offers,
             capabilities,
+            hooks: Vec::new(),
+            policies: CallPolicies::resolve(
+                &[],
+                Defaults {
+                    call: Duration::from_secs(1),
+                    admission: Duration::from_secs(1),
+                },
+            ),
             ready: true.into(),
             last_seen: Mutex::new(Instant::now()),
             channel: tonic::transport::Endpoint::from_static("http://[::1]:1").connect_lazy(),
             in_flight: Arc::new(Semaphore::new(1)),
             max_in_flight: 1,
             closed: Arc::default(),
-            call_timeout: Duration::from_secs(1),
             probe_timeout: Duration::from_secs(1),
             max_response_bytes: 1024,
             uid: 0,

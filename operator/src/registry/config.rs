@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kplug_proto::limits;
+
 /// Registry settings.
 #[derive(Clone, Debug)]
 pub struct RegistryConfig {
@@ -12,8 +14,12 @@ pub struct RegistryConfig {
     pub heartbeat_ttl: Duration,
     /// How often plugins are asked to heartbeat.
     pub heartbeat_interval: Duration,
-    /// Deadline of `Reconcile` and `Finalize` calls.
+    /// Deadline of `Reconcile`, `Finalize` and `Hook` calls, unless the
+    /// plugin declares its own (within [1 s, 10 min]).
     pub call_timeout: Duration,
+    /// Deadline of `Validate` and `Default` calls, unless the plugin
+    /// declares its own (within [1 s, 10 s]).
+    pub admission_call_timeout: Duration,
     /// Deadline of the handshake calls (`GetInfo`, `Probe`).
     pub handshake_timeout: Duration,
     /// Calls in flight per plugin instance.
@@ -42,6 +48,7 @@ impl Default for RegistryConfig {
             heartbeat_ttl: Duration::from_secs(15),
             heartbeat_interval: Duration::from_secs(5),
             call_timeout: Duration::from_secs(30),
+            admission_call_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(2),
             max_in_flight: 16,
             call_attempts: 4,
@@ -80,6 +87,25 @@ impl RegistryConfig {
                 self.heartbeat_ttl, self.heartbeat_interval
             )));
         }
-        Ok(())
+        let bounds = |flag: &str, value: Duration, max: Duration| {
+            if (limits::MIN_CALL_DEADLINE..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(crate::Error::Config(format!(
+                    "{flag} {value:?} is outside [{:?}, {max:?}], the deadlines the operator grants a call; choose one within",
+                    limits::MIN_CALL_DEADLINE
+                )))
+            }
+        };
+        bounds(
+            "--call-timeout",
+            self.call_timeout,
+            limits::MAX_CALL_DEADLINE,
+        )?;
+        bounds(
+            "--admission-call-timeout",
+            self.admission_call_timeout,
+            limits::MAX_ADMISSION_DEADLINE,
+        )
     }
 }

@@ -14,7 +14,7 @@ use tonic::Request;
 use super::Registry;
 use crate::confinement::confine;
 use crate::connection::dial;
-use crate::plugin::{CallError, PluginInstance};
+use crate::plugin::{CallError, CallPolicies, Defaults, PluginInstance};
 use crate::refusal::{Refusal, check_agreement, check_declarations, check_sizes};
 
 impl Registry {
@@ -101,13 +101,20 @@ impl Registry {
                 .into_iter()
                 .filter_map(|c| kplug_proto::v1::Capability::try_from(c).ok())
                 .collect(),
+            policies: CallPolicies::resolve(
+                &info.call_policies,
+                Defaults {
+                    call: config.call_timeout,
+                    admission: config.admission_call_timeout,
+                },
+            ),
+            hooks: info.hooks,
             ready: false.into(),
             last_seen: Mutex::new(Instant::now()),
             channel,
             in_flight: Arc::new(Semaphore::new(max_in_flight as usize)),
             max_in_flight,
             closed,
-            call_timeout: config.call_timeout,
             probe_timeout: config.handshake_timeout,
             max_response_bytes: config.max_response_bytes,
             uid,

@@ -61,9 +61,17 @@ pub(crate) struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     heartbeat_interval: Duration,
 
-    /// Deadline of each Reconcile and Finalize call
+    /// Deadline of each Reconcile, Finalize and Hook call, unless the plugin
+    /// declares its own (a call policy, kept within [1s, 10m]). A call past
+    /// its deadline is a timeout of that call; the plugin stays registered
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     call_timeout: Duration,
+
+    /// Deadline of each Validate and Default call (admission), unless the
+    /// plugin declares its own (kept within [1s, 10s]). Keep it below the
+    /// webhook's timeout: the API server waits for the whole admission
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    admission_call_timeout: Duration,
 
     /// Calls in flight per plugin
     #[arg(long, default_value_t = 16)]
@@ -304,6 +312,7 @@ impl Args {
                 heartbeat_ttl: self.heartbeat_ttl,
                 heartbeat_interval: self.heartbeat_interval,
                 call_timeout: self.call_timeout,
+                admission_call_timeout: self.admission_call_timeout,
                 max_in_flight: self.max_in_flight,
                 max_response_bytes: self.max_response_size,
                 max_plugins: self.max_plugins,
