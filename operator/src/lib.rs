@@ -43,6 +43,7 @@
 //! `examples/embedded-operator` in the repository is a whole operator built
 //! this way.
 
+mod admission;
 mod backoff;
 // Public only for the fuzz targets (`fuzz/`), with the `fuzzing` feature.
 #[cfg(feature = "fuzzing")]
@@ -89,6 +90,7 @@ mod throttle;
 mod waiting;
 mod written;
 
+pub use admission::{ClientConfig, FailurePolicy, NoPlugin, WebhookConfig};
 pub use delegate::{Delegate, DelegateBuilder};
 pub use extensions::AllowList;
 pub use leader::LeaderElection;

@@ -13,6 +13,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use tokio::sync::watch;
 
+use crate::admission::{self, WebhookConfig};
 use crate::delegate::Delegate;
 use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
@@ -48,6 +49,8 @@ pub struct Config {
     pub leader_election: Option<LeaderElection>,
     /// The extension kinds objects may reference (none by default).
     pub extension_kinds: AllowList,
+    /// Serve the admission webhooks (none: off).
+    pub webhook: Option<WebhookConfig>,
 }
 
 impl Default for Config {
@@ -64,6 +67,7 @@ impl Default for Config {
             max_reconciles_per_plugin: 6,
             leader_election: None,
             extension_kinds: AllowList::default(),
+            webhook: None,
         }
     }
 }
@@ -97,6 +101,9 @@ pub async fn run(
             election.duration, election.grace
         )));
     }
+    if let Some(webhook) = &config.webhook {
+        webhook.validate(config.registry.admission_call_timeout)?;
+    }
     let gvk = crate::target::parse(&config.resource)?;
     let target = Target::discover(&client, &gvk).await?;
     tracing::info!(
@@ -125,6 +132,26 @@ pub async fn run(
     .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
     .build()
     .await?;
+    // Bound and registered before anything is served: a taken port, a bad
+    // certificate or missing RBAC stops the operator with a clear error.
+    let webhooks = match &config.webhook {
+        Some(webhook) => Some(
+            admission::start(
+                webhook,
+                admission::Parts {
+                    client: &client,
+                    target: &target,
+                    namespace: config.namespace.as_deref(),
+                    registry: &registry,
+                    settings: &config.settings,
+                    extension_kinds: &config.extension_kinds,
+                    metrics: &mut metrics,
+                },
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let metrics = Arc::new(metrics);
 
     let (stop, stopped) = watch::channel(false);
@@ -146,6 +173,7 @@ pub async fn run(
     let mut registry_task = tokio::spawn(registry.clone().serve_on(registry_socket, async move {
         let _ = registry_stopped.wait_for(|s| *s).await;
     }));
+    let webhook_task = webhooks.map(|webhooks| tokio::spawn(webhooks.serve(until_stopped())));
     let readiness = Readiness::default();
     let http_task = http_listener.map(|listener| {
         tokio::spawn(http::serve(
@@ -228,6 +256,9 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut registry_task).await;
     }
     if let Some(task) = http_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    if let Some(task) = webhook_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
     result

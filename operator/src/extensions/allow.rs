@@ -31,6 +31,11 @@ impl AllowList {
         }
     }
 
+    /// The allowed `(group, kind)` pairs.
+    pub(crate) fn kinds(&self) -> &[(String, String)] {
+        &self.kinds
+    }
+
     pub(crate) fn allows(&self, group: &str, kind: &str) -> bool {
         self.kinds
             .iter()

@@ -18,9 +18,13 @@
 //! | `kplug_objects` | gauge | `ready` | objects of the managed kind by their `Ready` condition (`true`, `false`, `unknown`: not written yet), read from the cache at each scrape |
 //! | `kplug_extension_watches` | gauge | | extension kinds watched |
 //! | `kplug_leader` | gauge | | 1 while this replica reconciles (the binary's) |
+//! | `kplug_admission_total` | counter | `webhook`, `plugin`, `outcome` | admission reviews (with `--webhook-addr`): per plugin asked, `allowed`, `defaulted`, `invalid` (field errors), `failed` (the call failed; refused under Fail), `ignored` (the call failed; admitted under Ignore); with `plugin` empty, `no_plugin_allowed`, `no_plugin_denied`, `bad_request` |
 
+mod admission;
 mod plugins;
 mod reconciles;
+
+pub(crate) use admission::AdmissionMetrics;
 
 pub(crate) use plugins::{CallOutcome, PluginMetrics};
 pub(crate) use reconciles::{ReadyCounts, ReconcileMetrics};
@@ -73,6 +77,7 @@ mod tests {
         reconciles.count_reconcile("ok", "p");
         reconciles.count_objects_with(ReadyCounts::default);
         register_leader(&mut registry);
+        AdmissionMetrics::register(&mut registry).count("validating", "p", "allowed");
         let mut names = BTreeSet::new();
         for line in encode(&registry).lines() {
             let Some(declared) = line.strip_prefix("# TYPE ") else {

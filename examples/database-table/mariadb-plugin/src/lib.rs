@@ -17,6 +17,13 @@
 //! | float64 | `DOUBLE` |
 //! | timestamp | `DATETIME(6)` |
 //!
+//! # Defaults
+//! At admission (`Default`), a `DatabaseTableMariaDbExtension` without a
+//! `spec.storageEngine` gets [`DEFAULT_ENGINE`], so the object says which
+//! engine its table is created with (`kubectl get` shows it in the Engine
+//! column). The CRD sets no default of its own: the engine is the plugin's
+//! to choose.
+//!
 //! # Guarantees
 //! MariaDB DDL is not transactional, so the whole spec (types, names, the
 //! engine being available) is checked first, and all changes to an existing
@@ -27,13 +34,34 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use database_table_model::{ColumnType, DeletionPolicy, TableSpec, is_identifier, plan, validate};
-use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use kplug_sidecar::{
+    AdmissionRequest, BoxError, Defaults, Offer, Plugin, PluginInfo, Request, Response,
+};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, Pool};
 use serde_json::{Value, json};
 
 /// The extension kind this plugin reads.
 pub const EXTENSION: &str = "DatabaseTableMariaDbExtension";
+
+/// The storage engine of a table whose extension names none (or that has
+/// no extension).
+pub const DEFAULT_ENGINE: &str = "InnoDB";
+
+/// The defaults of an object at admission: [`DEFAULT_ENGINE`] for a
+/// `DatabaseTableMariaDbExtension` that names no engine; nothing for
+/// anything else.
+pub fn defaults_of(kind: &str, spec: &Value) -> Defaults {
+    if kind != EXTENSION {
+        return Defaults::none();
+    }
+    match spec.get("storageEngine") {
+        Some(Value::String(engine)) if !engine.is_empty() => Defaults::none(),
+        _ if spec.is_object() => Defaults::none().add("/spec/storageEngine", DEFAULT_ENGINE),
+        // No spec at all: add one.
+        _ => Defaults::none().add("/spec", json!({"storageEngine": DEFAULT_ENGINE})),
+    }
+}
 
 /// How the plugin describes itself.
 pub fn info() -> PluginInfo {
@@ -144,6 +172,12 @@ impl MariaDbPlugin {
 }
 
 impl Plugin for MariaDbPlugin {
+    /// Fills in the storage engine (see [`defaults_of`]).
+    async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
+        let object = request.object();
+        Ok(defaults_of(object.kind(), object.spec()))
+    }
+
     async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
         let spec: TableSpec = request.spec()?;
         let table = match validate(request.name(), &spec) {
@@ -163,7 +197,8 @@ impl Plugin for MariaDbPlugin {
         let engine = extension
             .and_then(|e| e.spec().get("storageEngine"))
             .and_then(Value::as_str)
-            .unwrap_or("InnoDB")
+            .filter(|e| !e.is_empty())
+            .unwrap_or(DEFAULT_ENGINE)
             .to_owned();
         if !engine
             .chars()
@@ -318,5 +353,24 @@ mod tests {
         assert!(matches("double", ColumnType::Float64));
         assert!(matches("datetime(6)", ColumnType::Timestamp));
         assert!(!matches("int(11)", ColumnType::String));
+    }
+
+    #[test]
+    fn the_engine_is_defaulted_on_the_extension_only() {
+        let patch = |kind: &str, spec: Value| defaults_of(kind, &spec).to_json()["patch"].clone();
+        assert_eq!(
+            patch(EXTENSION, json!({})),
+            json!([{"op": "add", "path": "/spec/storageEngine", "value": "InnoDB"}])
+        );
+        assert_eq!(
+            patch(EXTENSION, json!({"storageEngine": ""})),
+            json!([{"op": "add", "path": "/spec/storageEngine", "value": "InnoDB"}])
+        );
+        assert_eq!(
+            patch(EXTENSION, Value::Null),
+            json!([{"op": "add", "path": "/spec", "value": {"storageEngine": "InnoDB"}}])
+        );
+        assert!(defaults_of(EXTENSION, &json!({"storageEngine": "Aria"})).is_empty());
+        assert!(defaults_of("DatabaseTable", &json!({})).is_empty());
     }
 }

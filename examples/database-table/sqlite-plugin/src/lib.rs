@@ -20,6 +20,12 @@
 //! owns the indexes it creates (named `kplug_ix_<len>_<table>_<column>`) and
 //! leaves any other index alone.
 //!
+//! At admission (`Validate`), a `DatabaseTable` whose spec the reconcile
+//! would refuse is refused before it is stored, with a field error per
+//! problem (`spec.columns[1].type`), by the same checks
+//! ([`database_table_model::validate`]): `kubectl apply` says what is wrong
+//! instead of the object failing later in its status.
+//!
 //! Every change runs in one transaction: a spec is applied completely or not
 //! at all. SQLite cannot change a column's type in place, so a retype
 //! rebuilds the table (create, copy with CAST, drop, rename) inside that
@@ -29,9 +35,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use database_table_model::{
-    ColumnType, DeletionPolicy, Plan, Table, TableSpec, is_identifier, plan, validate,
+    ColumnType, DeletionPolicy, Plan, SpecError, Table, TableSpec, is_identifier, plan, validate,
 };
-use kplug_sidecar::{BoxError, Object, Offer, Plugin, PluginInfo, Request, Response};
+use kplug_sidecar::{
+    AdmissionRequest, BoxError, Object, Offer, Plugin, PluginInfo, Request, Response, Validation,
+};
 use rusqlite::{Connection, TransactionBehavior};
 use serde_json::{Value, json};
 
@@ -326,7 +334,83 @@ pub fn drop_table(path: &Path, table: &str) -> rusqlite::Result<()> {
     Connection::open(path)?.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(table)))
 }
 
+/// The field errors of a `DatabaseTable` spec (as JSON, as submitted):
+/// every column of an unknown type, then the first other problem the
+/// reconcile would refuse the spec for, each at its field.
+pub fn field_errors(name: &str, spec: &Value) -> Validation {
+    let mut verdict = Validation::allowed();
+    let columns = spec["columns"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    // Every unknown type at once: the reconcile's check stops at the first.
+    for (i, column) in columns.iter().enumerate() {
+        let type_ = column["type"].as_str().unwrap_or_default();
+        if ColumnType::parse(type_).is_none() {
+            let error = SpecError::UnknownType {
+                column: column["name"].as_str().unwrap_or_default().to_owned(),
+                type_: type_.to_owned(),
+            };
+            verdict = verdict.error(
+                &format!("spec.columns[{i}].type"),
+                &column["type"],
+                error.to_string(),
+            );
+        }
+    }
+    if !verdict.is_allowed() {
+        return verdict;
+    }
+    // The schema (the CRD) has already checked the shape; a spec that
+    // does not decode is left to it.
+    let Ok(spec) = serde_json::from_value::<TableSpec>(spec.clone()) else {
+        return verdict;
+    };
+    // A name still to be generated (generateName) is not checked here.
+    let name = if name.is_empty() { "generated" } else { name };
+    let Err(error) = validate(name, &spec) else {
+        return verdict;
+    };
+    let column_at = |wanted: &str, nth: usize| {
+        spec.columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.name == wanted)
+            .nth(nth)
+            .map_or(0, |(i, _)| i)
+    };
+    match &error {
+        SpecError::BadName {
+            what: "table",
+            name,
+        } => verdict.error("metadata.name", name, error.to_string()),
+        SpecError::BadName { name, .. } => verdict.error(
+            &format!("spec.columns[{}].name", column_at(name, 0)),
+            name,
+            error.to_string(),
+        ),
+        SpecError::Duplicate(name) => verdict.error(
+            &format!("spec.columns[{}].name", column_at(name, 1)),
+            name,
+            error.to_string(),
+        ),
+        SpecError::NoColumns | SpecError::UnknownType { .. } => {
+            verdict.error_at("spec.columns", error.to_string())
+        }
+    }
+}
+
 impl Plugin for SqlitePlugin {
+    /// Refuses a `DatabaseTable` the reconcile would refuse (see
+    /// [`field_errors`]); extensions are left to the reconcile.
+    async fn validate(&self, request: AdmissionRequest) -> Result<Validation, BoxError> {
+        let object = request.object();
+        if object.kind() != "DatabaseTable" {
+            return Ok(Validation::allowed());
+        }
+        Ok(field_errors(object.name(), object.spec()))
+    }
+
     async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
         let spec: TableSpec = request.spec()?;
         let table = match validate(request.name(), &spec) {
@@ -407,5 +491,70 @@ impl Plugin for SqlitePlugin {
         let path = self.database(&spec.server_name)?;
         tokio::task::spawn_blocking(move || drop_table(&path, &table)).await??;
         Ok(Response::ok().message("deletionPolicy Delete: table dropped"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kplug_sidecar::Operation;
+
+    use super::*;
+
+    fn table(name: &str, columns: Value) -> Value {
+        json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"serverName": "main", "columns": columns},
+        })
+    }
+
+    async fn verdict(object: Value) -> Value {
+        let request =
+            AdmissionRequest::from_json("SQLite", Operation::Create, object, None).unwrap();
+        SqlitePlugin::new("/nonexistent")
+            .validate(request)
+            .await
+            .unwrap()
+            .to_json()
+    }
+
+    #[tokio::test]
+    async fn unknown_column_types_are_refused_at_their_field_with_the_allowed_types() {
+        let v = verdict(table(
+            "users",
+            json!([{"name": "id", "type": "int64"}, {"name": "name", "type": "varchar2"}, {"name": "x", "type": "blob"}]),
+        ))
+        .await;
+        assert_eq!(v["allowed"], false);
+        let errors = v["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 2, "{v}");
+        assert_eq!(errors[0]["path"], "spec.columns[1].type");
+        assert_eq!(errors[0]["value"], "\"varchar2\"");
+        let message = errors[0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("int32, int64, uint64, string, bool, float64, timestamp"),
+            "{message}"
+        );
+        assert_eq!(errors[1]["path"], "spec.columns[2].type");
+    }
+
+    #[tokio::test]
+    async fn other_problems_are_refused_at_their_field_and_good_specs_allowed() {
+        let v = verdict(table(
+            "users",
+            json!([{"name": "id", "type": "int64"}, {"name": "id", "type": "string"}]),
+        ))
+        .await;
+        assert_eq!(v["errors"][0]["path"], "spec.columns[1].name", "{v}");
+        let v = verdict(table("users", json!([{"name": "Bad", "type": "int64"}]))).await;
+        assert_eq!(v["errors"][0]["path"], "spec.columns[0].name", "{v}");
+        let v = verdict(table("users", json!([]))).await;
+        assert_eq!(v["errors"][0]["path"], "spec.columns", "{v}");
+        let v = verdict(table("users", json!([{"name": "id", "type": "int64"}]))).await;
+        assert_eq!(v["allowed"], true, "{v}");
+        // Extensions are the reconcile's to check.
+        let mut ext = table("users", json!([]));
+        ext["kind"] = json!("DatabaseTableSqliteExtension");
+        assert_eq!(verdict(ext).await["allowed"], true);
     }
 }

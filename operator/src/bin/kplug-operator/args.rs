@@ -9,7 +9,10 @@ use std::time::Duration;
 use clap::Parser;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kplug_operator::{AllowList, LeaderElection, RegistryConfig, SelectionMode, Settings};
+use kplug_operator::{
+    AllowList, ClientConfig, FailurePolicy, LeaderElection, NoPlugin, RegistryConfig,
+    SelectionMode, Settings, WebhookConfig,
+};
 use kube::runtime::events::Reporter;
 
 /// Delegates the reconciliation of one custom resource kind to plugins
@@ -170,6 +173,99 @@ pub(crate) struct Args {
     /// Serve /metrics, /healthz, /readyz and /plugins (for kubectl kplug) here
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+
+    /// Serve the admission webhooks over HTTPS here (e.g. 0.0.0.0:9443):
+    /// /mutate asks plugins for defaults (Default), /validate whether an
+    /// object is valid (Validate), as objects of the managed kind and its
+    /// extension kinds are created or changed. Off when unset
+    #[arg(
+        long,
+        env = "KPLUG_WEBHOOK_ADDR",
+        value_name = "ADDR",
+        help_heading = "Admission webhooks"
+    )]
+    webhook_addr: Option<SocketAddr>,
+
+    /// Directory with the webhooks' certificate: tls.crt and tls.key (and
+    /// ca.crt, for the caBundle), as a kubernetes.io/tls Secret mounts them;
+    /// reread when they change. Unset: the operator makes a CA and a
+    /// certificate for the --webhook-url host or the --webhook-service
+    /// names at every start
+    #[arg(
+        long,
+        env = "KPLUG_WEBHOOK_CERT_DIR",
+        value_name = "DIR",
+        help_heading = "Admission webhooks"
+    )]
+    webhook_cert_dir: Option<PathBuf>,
+
+    /// Create or update the ValidatingWebhookConfiguration and
+    /// MutatingWebhookConfiguration (named kplug.<plural>.<group>, plus
+    /// .<namespace> with --namespace) by server-side apply, with the CA
+    /// bundle; needs RBAC on both kinds. Off: register them yourself
+    #[arg(
+        long,
+        env = "KPLUG_WEBHOOK_SELF_REGISTER",
+        help_heading = "Admission webhooks"
+    )]
+    webhook_self_register: bool,
+
+    /// How the API server reaches the webhooks, as a URL (outside a
+    /// cluster, e.g. https://127.0.0.1:9443)
+    #[arg(
+        long,
+        env = "KPLUG_WEBHOOK_URL",
+        value_name = "URL",
+        conflicts_with = "webhook_service",
+        value_parser = ClientConfig::parse_url,
+        help_heading = "Admission webhooks"
+    )]
+    webhook_url: Option<ClientConfig>,
+
+    /// How the API server reaches the webhooks, as the Service in front of
+    /// the operator (in a cluster): NAMESPACE/NAME[:PORT], port 443 by default
+    #[arg(
+        long,
+        env = "KPLUG_WEBHOOK_SERVICE",
+        value_name = "NAMESPACE/NAME[:PORT]",
+        value_parser = ClientConfig::parse_service,
+        help_heading = "Admission webhooks"
+    )]
+    webhook_service: Option<ClientConfig>,
+
+    /// When a plugin's Validate or Default call fails (error, timeout,
+    /// invalid answer, plugin down) and the plugin declared no failure
+    /// policy: Fail refuses the object naming the plugin, Ignore admits it
+    /// with a warning. Also the configurations' failurePolicy (the operator
+    /// itself unreachable)
+    #[arg(
+        long,
+        default_value = "Fail",
+        value_parser = PossibleValuesParser::new(FailurePolicy::NAMES).try_map(|s| s.parse::<FailurePolicy>()),
+        help_heading = "Admission webhooks"
+    )]
+    webhook_failure_policy: FailurePolicy,
+
+    /// When no plugin can be asked about an object (none ready serves its
+    /// kind): allow admits it with a warning saying so, deny refuses it
+    #[arg(
+        long,
+        default_value = "allow",
+        value_parser = PossibleValuesParser::new(NoPlugin::NAMES).try_map(|s| s.parse::<NoPlugin>()),
+        help_heading = "Admission webhooks"
+    )]
+    webhook_no_plugin: NoPlugin,
+
+    /// How long the API server waits for a webhook (the configurations'
+    /// timeoutSeconds, whole seconds from 1s to 30s); keep
+    /// --admission-call-timeout below it
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Admission webhooks")]
+    webhook_timeout: Duration,
+
+    /// The webhook configurations' name (default: kplug.<plural>.<group>,
+    /// plus .<namespace> with --namespace)
+    #[arg(long, value_name = "NAME", help_heading = "Admission webhooks")]
+    webhook_name: Option<String>,
 }
 
 /// Parses `500ms`, `15s`, `2m`, `1h` (a bare number means seconds).
@@ -304,7 +400,18 @@ impl Args {
                 grace: (self.lease_duration / 3).max(Duration::from_secs(1)),
             }
         });
+        let webhook = self.webhook_addr.map(|addr| WebhookConfig {
+            cert_dir: self.webhook_cert_dir.clone(),
+            self_register: self.webhook_self_register,
+            client: self.webhook_url.clone().or(self.webhook_service.clone()),
+            failure_policy: self.webhook_failure_policy,
+            no_plugin: self.webhook_no_plugin,
+            timeout: self.webhook_timeout,
+            name: self.webhook_name.clone(),
+            ..WebhookConfig::new(addr)
+        });
         kplug_operator::Config {
+            webhook,
             resource: self.resource,
             namespace: self.namespace,
             registry: RegistryConfig {
