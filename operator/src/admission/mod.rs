@@ -108,6 +108,7 @@ pub(crate) async fn start(
         failure_policy: config.failure_policy,
         no_plugin: config.no_plugin,
         metrics: AdmissionMetrics::register(parts.metrics),
+        known: Arc::default(),
     };
     let app = Router::new()
         .route("/validate", post(validate))

@@ -52,7 +52,11 @@ impl PluginFieldError {
 
 /// A warning of `plugin`, cut to what the API server passes on.
 pub(crate) fn warning(plugin: &str, text: &str) -> String {
-    let text = format!("plugin {plugin}: {text}");
+    cut(format!("plugin {plugin}: {text}"))
+}
+
+/// `text` cut to what the API server passes on.
+pub(crate) fn cut(text: String) -> String {
     if text.chars().count() <= MAX_WARNING_CHARS {
         return text;
     }

@@ -1,7 +1,8 @@
 //! One admission review: which plugins are asked, their calls, and the
 //! answer (see the [module docs](super)).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures::future::join_all;
 use kplug_proto::limits::{MAX_FIELD_ERRORS, MAX_WARNINGS};
@@ -54,10 +55,11 @@ impl Webhook {
         }
     }
 
+    /// The call, for messages.
     fn verb(self) -> &'static str {
         match self {
-            Self::Validating => "validate",
-            Self::Mutating => "default",
+            Self::Validating => "Validate",
+            Self::Mutating => "Default",
         }
     }
 }
@@ -73,6 +75,11 @@ pub(crate) struct Reviewer {
     pub(crate) failure_policy: FailurePolicy,
     pub(crate) no_plugin: NoPlugin,
     pub(crate) metrics: AdmissionMetrics,
+    /// The capabilities each plugin last registered with. A plugin that
+    /// went away is no longer in the registry, but an object bound to it
+    /// still names it: this tells whether it would have been asked at all
+    /// (SQLite, which only validates, is not "down" for defaulting).
+    pub(crate) known: Arc<Mutex<HashMap<String, Vec<Capability>>>>,
 }
 
 /// A request the webhook cannot read: answered 400 with `0`.
@@ -204,7 +211,7 @@ impl Reviewer {
             req.old_object.as_ref(),
             webhook.capability(),
         ) {
-            Asked::Plugins(asks) => asks,
+            Asked::Plugins(asks) => self.that_would_answer(asks, webhook.capability()),
             Asked::NoPlugin(why) => return self.no_plugin(webhook, response, &subject, &why),
         };
         if asks.is_empty() {
@@ -224,6 +231,21 @@ impl Reviewer {
         }
     }
 
+    /// `asks` without the plugins that are gone and did not advertise
+    /// `capability` when they were last registered.
+    fn that_would_answer(&self, mut asks: Vec<Ask>, capability: Capability) -> Vec<Ask> {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        for instance in self.registry.instances() {
+            known.insert(instance.name().to_owned(), instance.capabilities().to_vec());
+        }
+        asks.retain(|ask| {
+            known
+                .get(&ask.plugin)
+                .is_none_or(|capabilities| capabilities.contains(&capability))
+        });
+        asks
+    }
+
     fn no_plugin(
         &self,
         webhook: Webhook,
@@ -237,13 +259,10 @@ impl Reviewer {
                 tracing::debug!(webhook = webhook.label(), object = %subject.label, why, "admission: no plugin asked; allowed");
                 // Both webhooks see the object; one warning is enough.
                 let warnings = match webhook {
-                    Webhook::Validating => vec![respond::warning(
-                        "(none)",
-                        &format!(
-                            "no plugin was asked about {}: {why}; admitted unchecked (--webhook-no-plugin allow)",
-                            subject.label
-                        ),
-                    )],
+                    Webhook::Validating => vec![respond::cut(format!(
+                        "no plugin was asked about {}: {why}; admitted unchecked (--webhook-no-plugin allow)",
+                        subject.label
+                    ))],
                     Webhook::Mutating => vec![],
                 };
                 respond::allowed(response, warnings, None).unwrap_or_else(|e| {
@@ -298,10 +317,10 @@ impl Reviewer {
                     .count(webhook.label(), &failure.plugin, "failed");
                 tracing::info!(webhook = webhook.label(), object = %subject.label, plugin = %failure.plugin, failure = %failure.message, "admission: a plugin failed; refused (failure policy Fail)");
                 Some(format!(
-                    "plugin {} could not {} {}: {}; refused because its failure policy is Fail. Try again once the plugin answers",
+                    "{} was not checked by plugin {} ({}): {}; refused under the failure policy Fail. Try again once the plugin answers",
+                    subject.label,
                     failure.plugin,
                     webhook.verb(),
-                    subject.label,
                     failure.message
                 ))
             }
@@ -312,7 +331,7 @@ impl Reviewer {
                 warnings.push(respond::warning(
                     &failure.plugin,
                     &format!(
-                        "could not {} this object ({}); admitted without it (failure policy Ignore)",
+                        "{} failed ({}); admitted without it (failure policy Ignore)",
                         webhook.verb(),
                         failure.message
                     ),

@@ -1,0 +1,414 @@
+//! The admission webhooks for real: the operator registers its own
+//! ValidatingWebhookConfiguration and MutatingWebhookConfiguration
+//! (`--webhook-self-register`, reached at `--webhook-url` on this host with
+//! the certificate it made), the real kube-apiserver calls them, and the
+//! real `kubectl apply` shows what they answered. The plugins are the
+//! example's SQLite plugin (Validate) and MariaDB plugin (Default: the
+//! extension's storage engine; no MariaDB server is needed for that).
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+use support::*;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+
+const T: Duration = Duration::from_secs(45);
+
+/// A world whose operator serves and self-registers the webhooks on a
+/// port of its own, with `extra` flags; returns it and the port.
+async fn webhook_world(prefix: &str, extra: &[&str]) -> (World, u16) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let url = format!("https://127.0.0.1:{port}");
+    let mut args = vec![
+        "--webhook-addr",
+        &addr,
+        "--webhook-url",
+        &url,
+        "--webhook-self-register",
+    ];
+    args.extend_from_slice(extra);
+    let w = world(prefix, &args).await;
+    (w, port)
+}
+
+/// The configurations' name for the world's operator.
+fn configuration_name(w: &World) -> String {
+    format!("kplug.databasetables.myorg.org.{}", w.ns)
+}
+
+/// Deletes the world's webhook configurations (they only match its
+/// namespace, but need not outlive the test).
+async fn unregister(w: &World) {
+    let name = configuration_name(w);
+    let _ = Api::<ValidatingWebhookConfiguration>::all(w.client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<MutatingWebhookConfiguration>::all(w.client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+}
+
+/// The outcome of one kubectl command.
+struct Kubectl {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `kubectl args` in the world's namespace with `input` on stdin
+/// (`KUBECTL`, else `kubectl` on the PATH).
+async fn kubectl(w: &World, args: &[&str], input: &Value) -> Kubectl {
+    let program = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let mut child = Command::new(&program)
+        .arg("--kubeconfig")
+        .arg(kplug_testenv::control_plane().kubeconfig_path())
+        .args(["-n", &w.ns])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {program}: {e}; install kubectl or set KUBECTL"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    Kubectl {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn apply(w: &World, object: &Value) -> Kubectl {
+    kubectl(w, &["apply", "-f", "-"], object).await
+}
+
+fn table(name: &str, columns: &[(&str, &str)], extensions: Value) -> Value {
+    let columns: Vec<Value> = columns
+        .iter()
+        .map(|(name, type_)| json!({"name": name, "type": type_}))
+        .collect();
+    json!({
+        "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+        "metadata": {"name": name},
+        "spec": {
+            "serverName": "main",
+            "preferredImplementation": "SQLite",
+            "columns": columns,
+            "extensions": extensions,
+        },
+    })
+}
+
+/// Waits until the API server calls the world's webhooks (it picks up a new
+/// configuration within a moment): a server-side dry run of `probe` is
+/// reviewed, as `kplug_admission_total` shows.
+async fn until_webhooks_called(w: &World, probe: &Value) {
+    kplug_testenv::eventually("the API server calls the webhooks", T, || async {
+        let _ = kubectl(w, &["apply", "--dry-run=server", "-f", "-"], probe).await;
+        let m = w.metrics().await;
+        if metric_sum(&m, "kplug_admission_total", &[]) > 0.0 {
+            Ok(())
+        } else {
+            Err(m)
+        }
+    })
+    .await;
+}
+
+fn sqlite_plugin(w: &World, data: &std::path::Path) -> Child {
+    plugin(
+        w,
+        "sqlite-plugin",
+        &["--data-dir", data.to_str().unwrap()],
+        &[],
+    )
+}
+
+/// The MariaDB plugin with no servers: it defaults, it cannot reconcile.
+fn mariadb_plugin(w: &World) -> Child {
+    plugin(w, "mariadb-plugin", &[], &[("KPLUG_MARIADB_SERVERS", "{}")])
+}
+
+fn plugin(w: &World, binary: &str, args: &[&str], envs: &[(&str, &str)]) -> Child {
+    Command::new(kplug_testenv::workspace_binary(binary))
+        .args(args)
+        .env("KPLUG_SOCKET_DIR", w.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {binary}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_shows_the_plugins_field_errors_and_gets_their_defaults() {
+    let (w, _) = webhook_world("admission-apply", &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let _sqlite = sqlite_plugin(&w, data.path());
+    let _mariadb = mariadb_plugin(&w);
+    w.until_plugin_up("sqlite", T).await;
+    w.until_plugin_up("mariadb", T).await;
+    let bad = table("bad", &[("id", "int64"), ("name", "varchar2")], json!([]));
+    until_webhooks_called(&w, &bad).await;
+
+    // Refused, with the plugin's field error as kubectl prints it.
+    let out = apply(&w, &bad).await;
+    eprintln!("kubectl apply of an unknown column type:\n{}", out.stderr);
+    assert!(
+        !out.ok,
+        "an unknown column type was admitted: {}",
+        out.stdout
+    );
+    for part in [
+        "is invalid",
+        "spec.columns[1].type",
+        "\"varchar2\"",
+        "int32, int64, uint64, string, bool, float64, timestamp",
+        "(plugin sqlite)",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    assert!(
+        w.tables().get_opt("bad").await.unwrap().is_none(),
+        "a refused table was stored"
+    );
+
+    // Admitted; the extension's engine is the MariaDB plugin's default.
+    let extension = json!({
+        "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension",
+        "metadata": {"name": "good"}, "spec": {},
+    });
+    let out = apply(&w, &extension).await;
+    assert!(out.ok, "{}", out.stderr);
+    let good = table(
+        "good",
+        &[("id", "int64"), ("name", "string")],
+        json!([{"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTableMariaDbExtension", "name": "good"}]),
+    );
+    let out = apply(&w, &good).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(!out.stderr.contains("Warning"), "{}", out.stderr);
+    let stored = w.api(&maria_ext_resource()).get("good").await.unwrap();
+    assert_eq!(
+        stored.data.pointer("/spec/storageEngine"),
+        Some(&json!("InnoDB")),
+        "{:?}",
+        stored.data
+    );
+    w.ready_on("good", "SQLite", T).await;
+
+    let m = w.metrics().await;
+    let count = |webhook, plugin, outcome| {
+        metric_sum(
+            &m,
+            "kplug_admission_total",
+            &[
+                ("webhook", webhook),
+                ("plugin", plugin),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert!(count("validating", "sqlite", "invalid") >= 1.0, "{m}");
+    assert!(count("validating", "sqlite", "allowed") >= 1.0, "{m}");
+    assert!(count("mutating", "mariadb", "defaulted") >= 1.0, "{m}");
+    unregister(&w).await;
+}
+
+/// Creates table `t` on SQLite, stops the plugin and changes `t`.
+async fn change_while_the_plugin_is_down(w: &World) -> Kubectl {
+    let data = tempfile::tempdir().unwrap();
+    let mut sqlite = sqlite_plugin(w, data.path());
+    w.until_plugin_up("sqlite", T).await;
+    let t = table("t", &[("id", "int64")], json!([]));
+    until_webhooks_called(w, &t).await;
+    let out = apply(w, &t).await;
+    assert!(out.ok, "{}", out.stderr);
+    // Reconciled: the object is bound to the plugin (status.plugin).
+    w.ready_on("t", "SQLite", T).await;
+    sqlite.kill().await.unwrap();
+    apply(
+        w,
+        &table("t", &[("id", "int64"), ("email", "string")], json!([])),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_is_down_refuses_under_fail() {
+    let (w, _) = webhook_world("admission-fail", &["--webhook-failure-policy", "Fail"]).await;
+    let out = change_while_the_plugin_is_down(&w).await;
+    eprintln!(
+        "kubectl apply while the plugin is down (Fail):\n{}",
+        out.stderr
+    );
+    assert!(
+        !out.ok,
+        "admitted while its plugin was down: {}",
+        out.stdout
+    );
+    for part in [
+        "was not checked by plugin sqlite (Validate)",
+        "failure policy Fail",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    let stored = w.tables().get("t").await.unwrap();
+    assert_eq!(stored.data["spec"]["columns"].as_array().unwrap().len(), 1);
+    let m = w.metrics().await;
+    assert!(
+        metric_sum(
+            &m,
+            "kplug_admission_total",
+            &[("plugin", "sqlite"), ("outcome", "failed")]
+        ) >= 1.0,
+        "{m}"
+    );
+    unregister(&w).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_is_down_admits_with_a_warning_under_ignore() {
+    let (w, _) = webhook_world("admission-ignore", &["--webhook-failure-policy", "Ignore"]).await;
+    let out = change_while_the_plugin_is_down(&w).await;
+    eprintln!(
+        "kubectl apply while the plugin is down (Ignore):\n{}",
+        out.stderr
+    );
+    assert!(out.ok, "{}", out.stderr);
+    for part in [
+        "Warning:",
+        "plugin sqlite: Validate failed",
+        "failure policy Ignore",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    // SQLite only validates: it is not reported as failing to default.
+    assert!(!out.stderr.contains("Default failed"), "{}", out.stderr);
+    let stored = w.tables().get("t").await.unwrap();
+    assert_eq!(stored.data["spec"]["columns"].as_array().unwrap().len(), 2);
+    unregister(&w).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_plugins_objects_are_admitted_with_a_warning_and_the_configurations_are_written() {
+    let (w, port) = webhook_world("admission-none", &[]).await;
+
+    // Self-registration: both configurations, with the CA that signed the
+    // certificate served (the API server's calls below prove it works).
+    let name = configuration_name(&w);
+    let validating = Api::<ValidatingWebhookConfiguration>::all(w.client.clone())
+        .get(&name)
+        .await
+        .unwrap();
+    let mutating = Api::<MutatingWebhookConfiguration>::all(w.client.clone())
+        .get(&name)
+        .await
+        .unwrap();
+    let v = serde_json::to_value(&validating.webhooks.unwrap()[0]).unwrap();
+    let m = serde_json::to_value(&mutating.webhooks.unwrap()[0]).unwrap();
+    for (hook, path) in [(&v, "/validate"), (&m, "/mutate")] {
+        assert_eq!(
+            hook["clientConfig"]["url"],
+            format!("https://127.0.0.1:{port}{path}")
+        );
+        let ca: Vec<u8> = serde_json::from_value(hook["clientConfig"]["caBundle"].clone())
+            .map(|k8s_openapi::ByteString(bytes)| bytes)
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&ca).contains("BEGIN CERTIFICATE"),
+            "{hook}"
+        );
+        assert_eq!(hook["failurePolicy"], "Fail");
+        assert_eq!(hook["sideEffects"], "None");
+        assert_eq!(hook["timeoutSeconds"], 10);
+        let resources: Vec<&str> = hook["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["resources"][0].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            resources,
+            [
+                "databasetables",
+                "databasetablemariadbextensions",
+                "databasetablepostgresqlextensions",
+                "databasetablesqliteextensions"
+            ]
+        );
+    }
+    let managers: Vec<String> = validating
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| f.manager)
+        .collect();
+    assert_eq!(managers, ["kplug-operator"]);
+
+    let t = table("t", &[("id", "int64")], json!([]));
+    until_webhooks_called(&w, &t).await;
+    let out = apply(&w, &t).await;
+    eprintln!("kubectl apply with no plugin (allow):\n{}", out.stderr);
+    assert!(out.ok, "{}", out.stderr);
+    for part in [
+        "Warning:",
+        "no plugin was asked",
+        "no ready plugin serves DatabaseTable.myorg.org",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+
+    // Bad input is answered 400, not with a crash.
+    let curl = Command::new("curl")
+        .args([
+            "-sk",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args(["--data", "{\"kind\": \"AdmissionReview\", \"request\": 3}"])
+        .arg(format!("https://127.0.0.1:{port}/validate"))
+        .output()
+        .await
+        .expect("run curl");
+    let answer = String::from_utf8_lossy(&curl.stdout);
+    assert!(answer.ends_with("\n400"), "{answer}");
+    assert!(
+        answer.contains("not an admission.k8s.io/v1 AdmissionReview"),
+        "{answer}"
+    );
+    unregister(&w).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_plugins_objects_are_refused_under_no_plugin_deny() {
+    let (w, _) = webhook_world("admission-deny", &["--webhook-no-plugin", "deny"]).await;
+    let t = table("t", &[("id", "int64")], json!([]));
+    until_webhooks_called(&w, &t).await;
+    let out = apply(&w, &t).await;
+    eprintln!("kubectl apply with no plugin (deny):\n{}", out.stderr);
+    assert!(!out.ok, "admitted with no plugin: {}", out.stdout);
+    for part in ["no plugin could be asked", "--webhook-no-plugin deny"] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    assert!(w.tables().get_opt("t").await.unwrap().is_none());
+    unregister(&w).await;
+}
