@@ -412,3 +412,89 @@ async fn without_plugins_objects_are_refused_under_no_plugin_deny() {
     assert!(w.tables().get_opt("t").await.unwrap().is_none());
     unregister(&w).await;
 }
+
+/// A CA and a certificate it signs for 127.0.0.1, as PEM: (ca.crt,
+/// tls.crt, tls.key), as cert-manager writes a kubernetes.io/tls Secret.
+fn issued_for_localhost(ca_name: &str) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, ca_name);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+fn write_secret(dir: &std::path::Path, (ca, cert, key): &(String, String, String)) {
+    // As the kubelet updates a Secret volume: the new files appear at once.
+    for (name, text) in [("ca.crt", ca), ("tls.key", key), ("tls.crt", cert)] {
+        let partial = dir.join(format!(".{name}.new"));
+        std::fs::write(&partial, text).unwrap();
+        std::fs::rename(&partial, dir.join(name)).unwrap();
+    }
+}
+
+async fn ca_bundle(w: &World) -> String {
+    let validating = Api::<ValidatingWebhookConfiguration>::all(w.client.clone())
+        .get(&configuration_name(w))
+        .await
+        .unwrap();
+    let hook = &validating.webhooks.unwrap()[0];
+    let bundle = hook.client_config.ca_bundle.clone().unwrap();
+    String::from_utf8(bundle.0).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_from_a_tls_secret_is_served_and_reloaded_when_renewed() {
+    let certs = tempfile::tempdir().unwrap();
+    let first = issued_for_localhost("first CA");
+    write_secret(certs.path(), &first);
+    let dir = certs.path().to_str().unwrap().to_owned();
+    let (w, _) = webhook_world("admission-certs", &["--webhook-cert-dir", &dir]).await;
+    assert_eq!(ca_bundle(&w).await, first.0);
+    let t = table("t", &[("id", "int64")], json!([]));
+    until_webhooks_called(&w, &t).await;
+    let out = apply(&w, &t).await;
+    assert!(
+        out.ok && out.stderr.contains("no plugin was asked"),
+        "{}",
+        out.stderr
+    );
+
+    // Renewed by another CA: served, and the configurations follow.
+    let second = issued_for_localhost("second CA");
+    write_secret(certs.path(), &second);
+    kplug_testenv::eventually("the configurations carry the new CA", T, || async {
+        let bundle = ca_bundle(&w).await;
+        if bundle == second.0 {
+            Ok(())
+        } else {
+            Err(bundle)
+        }
+    })
+    .await;
+    kplug_testenv::eventually(
+        "the API server trusts the renewed certificate",
+        T,
+        || async {
+            let out = apply(
+                &w,
+                &table("t", &[("id", "int64"), ("b", "bool")], json!([])),
+            )
+            .await;
+            if out.ok && out.stderr.contains("no plugin was asked") {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
+        },
+    )
+    .await;
+    unregister(&w).await;
+}

@@ -104,6 +104,7 @@ pub(crate) async fn start(
         registry: parts.registry.clone(),
         base: parts.target.group_kind(),
         settings: parts.settings.clone(),
+        namespace: parts.namespace.map(str::to_owned),
         extension_kinds: parts.extension_kinds.clone(),
         failure_policy: config.failure_policy,
         no_plugin: config.no_plugin,

@@ -71,6 +71,8 @@ pub(crate) struct Reviewer {
     /// The managed kind.
     pub(crate) base: GroupKind,
     pub(crate) settings: Settings,
+    /// The namespace the operator watches (none: all).
+    pub(crate) namespace: Option<String>,
     pub(crate) extension_kinds: AllowList,
     pub(crate) failure_policy: FailurePolicy,
     pub(crate) no_plugin: NoPlugin,
@@ -140,6 +142,15 @@ impl Reviewer {
             // Not registered for; nothing to ask.
             _ => return response,
         };
+        // Only objects this operator manages: configurations written by
+        // hand may match more namespaces than it watches.
+        if self
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| req.namespace.as_ref() != Some(ns))
+        {
+            return response;
+        }
         let kind = GroupKind {
             group: req.kind.group.clone(),
             kind: req.kind.kind.clone(),

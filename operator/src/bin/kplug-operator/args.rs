@@ -194,6 +194,7 @@ pub(crate) struct Args {
     #[arg(
         long,
         env = "KPLUG_WEBHOOK_CERT_DIR",
+        requires = "webhook_addr",
         value_name = "DIR",
         help_heading = "Admission webhooks"
     )]
@@ -206,15 +207,18 @@ pub(crate) struct Args {
     #[arg(
         long,
         env = "KPLUG_WEBHOOK_SELF_REGISTER",
+        requires = "webhook_addr",
         help_heading = "Admission webhooks"
     )]
     webhook_self_register: bool,
 
     /// How the API server reaches the webhooks, as a URL (outside a
-    /// cluster, e.g. https://127.0.0.1:9443)
+    /// cluster, e.g. https://127.0.0.1:9443); without --webhook-cert-dir,
+    /// the certificate the operator makes is for its host
     #[arg(
         long,
         env = "KPLUG_WEBHOOK_URL",
+        requires = "webhook_addr",
         value_name = "URL",
         conflicts_with = "webhook_service",
         value_parser = ClientConfig::parse_url,
@@ -223,10 +227,13 @@ pub(crate) struct Args {
     webhook_url: Option<ClientConfig>,
 
     /// How the API server reaches the webhooks, as the Service in front of
-    /// the operator (in a cluster): NAMESPACE/NAME[:PORT], port 443 by default
+    /// the operator (in a cluster): NAMESPACE/NAME[:PORT], port 443 by
+    /// default; without --webhook-cert-dir, the certificate the operator
+    /// makes is for the Service's DNS names
     #[arg(
         long,
         env = "KPLUG_WEBHOOK_SERVICE",
+        requires = "webhook_addr",
         value_name = "NAMESPACE/NAME[:PORT]",
         value_parser = ClientConfig::parse_service,
         help_heading = "Admission webhooks"
@@ -502,6 +509,53 @@ mod tests {
         assert!(
             err.contains("KPLUG_PLUGIN_UID_SQLITE") && err.contains("not a UID"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn webhook_flags_need_an_address() {
+        let parse = |args: &[&str]| {
+            Args::try_parse_from(
+                ["kplug-operator", "--resource", "a.b/v1/C"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        assert!(parse(&["--webhook-self-register"]).is_err());
+        assert!(parse(&["--webhook-url", "https://127.0.0.1:1"]).is_err());
+        assert!(
+            parse(&[
+                "--webhook-url",
+                "http://127.0.0.1:1",
+                "--webhook-addr",
+                "127.0.0.1:1"
+            ])
+            .is_err()
+        );
+        let args = parse(&[
+            "--webhook-addr",
+            "127.0.0.1:9443",
+            "--webhook-service",
+            "kplug-system/kplug-webhook",
+            "--webhook-self-register",
+            "--webhook-failure-policy",
+            "Ignore",
+            "--webhook-no-plugin",
+            "deny",
+        ])
+        .unwrap();
+        let config = args.into_config(Reporter::from("t"), None, None);
+        let webhook = config.webhook.unwrap();
+        assert!(webhook.self_register);
+        assert_eq!(webhook.failure_policy, FailurePolicy::Ignore);
+        assert_eq!(webhook.no_plugin, NoPlugin::Deny);
+        assert_eq!(webhook.timeout, Duration::from_secs(10));
+        assert!(
+            parse(&[])
+                .unwrap()
+                .into_config(Reporter::from("t"), None, None)
+                .webhook
+                .is_none()
         );
     }
 
