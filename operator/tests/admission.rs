@@ -268,6 +268,22 @@ async fn a_plugin_that_is_down_refuses_under_fail() {
     }
     let stored = w.tables().get("t").await.unwrap();
     assert_eq!(stored.data["spec"]["columns"].as_array().unwrap().len(), 1);
+    // What no plugin judges is not held up by it: removing the finalizer
+    // (as someone unblocking a deletion would) changes no spec.
+    let out = kubectl(
+        &w,
+        &[
+            "patch",
+            "databasetable",
+            "t",
+            "--type=json",
+            "-p",
+            "[{\"op\": \"remove\", \"path\": \"/metadata/finalizers\"}]",
+        ],
+        &json!(null),
+    )
+    .await;
+    assert!(out.ok, "{}", out.stderr);
     let m = w.metrics().await;
     assert!(
         metric_sum(

@@ -192,6 +192,18 @@ impl Reviewer {
                 vec![],
             );
         };
+        if let (Operation::Update, Some(old)) = (operation, &req.old_object)
+            && (object.metadata.deletion_timestamp.is_some() || !judged_changed(object, old))
+        {
+            // Nothing a plugin judges changed (the operator's own finalizer
+            // patch, another controller's metadata), or the object is going
+            // away (only finalizers can still change): asking could only
+            // block a deletion, or the operator's own work, for a spec that
+            // was admitted before.
+            self.metrics.count(webhook.label(), "", "allowed");
+            tracing::debug!(webhook = webhook.label(), object = %subject.label, "admission: spec, labels and annotations unchanged (or being deleted); allowed");
+            return response;
+        }
         let object_json = match serde_json::to_value(object) {
             Ok(v) => v,
             Err(e) => {
@@ -538,6 +550,14 @@ impl Reviewer {
             )
         })
     }
+}
+
+/// Whether an update changes what plugins validate and default: the spec,
+/// the labels or the annotations.
+fn judged_changed(object: &DynamicObject, old: &DynamicObject) -> bool {
+    object.data.get("spec") != old.data.get("spec")
+        || object.metadata.labels != old.metadata.labels
+        || object.metadata.annotations != old.metadata.annotations
 }
 
 fn failure(plugin: &str, error: &CallError) -> Failure {
