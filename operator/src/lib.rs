@@ -38,7 +38,8 @@
 //! ```
 //!
 //! Or run everything the binary runs (registry, controller, `/metrics`,
-//! `/healthz`, `/readyz`, leader election) with [`run`](fn@run).
+//! `/healthz`, `/readyz`, leader election, and the admission webhooks with
+//! [`Config::webhook`]) with [`run`](fn@run).
 //!
 //! `examples/embedded-operator` in the repository is a whole operator built
 //! this way.

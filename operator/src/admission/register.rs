@@ -72,8 +72,8 @@ impl Registration {
         }
     }
 
-    /// One webhook of a configuration: `kind` is `validate` or `default`,
-    /// served on `path`.
+    /// One webhook of a configuration, named `<prefix>.<name>` and served
+    /// on `path`.
     fn webhook(&self, prefix: &str, path: &str, ca_bundle: &[u8]) -> Value {
         let client_config = match &self.client {
             ClientConfig::Url(url) => json!({"url": format!("{url}{path}")}),

@@ -222,7 +222,7 @@ impl ResolvesServerCert for Resolver {
 pub(crate) struct TlsListener {
     accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
-    _accepting: tokio::task::JoinHandle<()>,
+    accepting: tokio::task::JoinHandle<()>,
 }
 
 impl TlsListener {
@@ -264,7 +264,7 @@ impl TlsListener {
         Ok(Self {
             accepted,
             local,
-            _accepting: accepting,
+            accepting: accepting,
         })
     }
 }
@@ -278,7 +278,7 @@ impl TlsListener {
 
 impl Drop for TlsListener {
     fn drop(&mut self) {
-        self._accepting.abort();
+        self.accepting.abort();
     }
 }
 
