@@ -264,7 +264,7 @@ impl TlsListener {
         Ok(Self {
             accepted,
             local,
-            accepting: accepting,
+            accepting,
         })
     }
 }
