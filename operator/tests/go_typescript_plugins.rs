@@ -167,13 +167,7 @@ async fn end_to_end(sdk: Sdk) {
         .delete("world", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the Greeting is gone", T, || async {
-        match w.api(&greeting_resource()).get_opt("world").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    w.until_gone(&greeting_resource(), "world", T).await;
     plugin_event(&w, "world", "SaidGoodbye", "goodbye, world").await;
 
     // Every Reconcile and Finalize call answered OK: none failed, timed out

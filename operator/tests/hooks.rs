@@ -124,13 +124,7 @@ async fn hooks_run_in_declared_order_and_write_only_under_their_own_key() {
         .delete("ordered", &Default::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the table is gone", T, || async {
-        match w.tables().get_opt("ordered").await.unwrap() {
-            None => Ok(()),
-            Some(t) => Err(t.data["status"].clone()),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "ordered", T).await;
     let calls = calls_for(&w, "ordered");
     let finalizing: Vec<&str> = calls
         .iter()
@@ -278,13 +272,7 @@ async fn a_failing_sync_enforce_hook_stops_the_step_and_a_bypass_hook_does_not()
         json!({"metadata": {"annotations": {"kplug.test/hook-guard": "ok"}}}),
     )
     .await;
-    kplug_testenv::eventually("the table is gone once the guard passes", T, || async {
-        match w.tables().get_opt("bypassed").await.unwrap() {
-            None => Ok(()),
-            Some(t) => Err(t.data["status"].clone()),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "bypassed", T).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -221,16 +221,7 @@ async fn a_shell_plugin_keeps_a_table_in_sqlite() {
         .delete("orders", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the table is gone", T, || async {
-        match w.tables().get_opt("orders").await {
-            Ok(None) => Ok(()),
-            other => Err(format!(
-                "{:?}",
-                other.map(|o| o.map(|o| o.data.get("status").cloned()))
-            )),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "orders", T).await;
     assert!(
         columns_in(&db, "orders").is_empty(),
         "the table was not dropped"

@@ -603,6 +603,23 @@ impl World {
         .await
     }
 
+    /// Waits until object `name` of resource `ar` is gone (deleted and
+    /// finalized); on a timeout, says what its status still was.
+    pub async fn until_gone(&self, ar: &ApiResource, name: &str, timeout: Duration) {
+        let api = self.api(ar);
+        kplug_testenv::eventually(&format!("{name} is gone"), timeout, || async {
+            match api.get_opt(name).await {
+                Ok(None) => Ok(()),
+                Ok(Some(o)) => Err(format!(
+                    "still there; status: {}",
+                    o.data.get("status").cloned().unwrap_or_default()
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await;
+    }
+
     /// Waits until `series` on `/metrics` has a value that `holds`.
     pub async fn until_metric(
         &self,
