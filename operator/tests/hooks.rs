@@ -69,6 +69,36 @@ async fn hooked_world(prefix: &str) -> (World, Vec<tokio::process::Child>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_run_in_declared_order_and_write_only_under_their_own_key() {
     let (w, _plugins) = hooked_world("hook-order").await;
+    // The operator lists each plugin's hooks (`kubectl kplug plugins`).
+    let listed = w.listed_plugins().await;
+    let hooks_of = |name: &str| -> Vec<String> {
+        listed["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["name"] == name)
+            .flat_map(|p| p["hooks"].as_array().cloned().unwrap_or_default())
+            .map(|h| {
+                format!(
+                    "{}:{}:{}:{}",
+                    h["name"].as_str().unwrap_or_default(),
+                    h["phase"].as_str().unwrap_or_default(),
+                    h["behaviour"].as_str().unwrap_or_default(),
+                    h["order"]
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        hooks_of("postgresql"),
+        [
+            "check:before-reconcile:sync-enforce:5",
+            "note:after-reconcile:sync-bypass:0",
+            "guard:before-finalize:sync-enforce:0"
+        ],
+        "{listed}"
+    );
+    assert_eq!(hooks_of("auditor").len(), 4, "{listed}");
     w.create_table("ordered", "PostgreSQL", json!({}), false)
         .await;
     let table = w.ready_on("ordered", "PostgreSQL", T).await;
@@ -334,6 +364,13 @@ async fn a_call_past_its_declared_deadline_is_a_timeout_and_the_plugin_stays_reg
     assert!(
         message.contains("postgresql") && message.contains("within 1s"),
         "{message}"
+    );
+    // The deadline the operator applies, as listed.
+    let listed = w.listed_plugins().await;
+    assert_eq!(
+        listed["plugins"][0]["deadlines"],
+        json!({"reconcile": 1.0, "finalize": 30.0, "hook": 30.0, "validate": 5.0, "default": 5.0}),
+        "{listed}"
     );
     // Still registered and serving: a timeout is an outcome of one call.
     let m = w.metrics().await;

@@ -35,7 +35,9 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use hooks::HookQueue;
+pub(crate) use hooks::{
+    HookQueue, behaviour_name as hook_behaviour_name, phase_name as hook_phase_name,
+};
 pub(crate) use last_call::{LastCall, LastCalls};
 pub(crate) use outcome::Outcome;
 pub use reselect::RESELECT;

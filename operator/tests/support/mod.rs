@@ -656,6 +656,16 @@ impl World {
         .await;
     }
 
+    /// The operator's `/plugins` (what `kubectl kplug plugins` reads), as
+    /// JSON; `Null` when it does not answer.
+    pub async fn listed_plugins(&self) -> Value {
+        let body = http_get(self.metrics_port, "/plugins")
+            .await
+            .unwrap_or_default();
+        let json = body.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        serde_json::from_str(json).unwrap_or(Value::Null)
+    }
+
     pub async fn metrics(&self) -> String {
         http_get(self.metrics_port, "/metrics")
             .await
