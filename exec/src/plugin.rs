@@ -282,8 +282,11 @@ impl<P: Layer> Plugin for WithFinalize<P> {
     forward!(ready);
 
     async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
-        let runner = self.exec().0.finalize.as_ref();
-        let runner = runner.expect("layered only with finalize");
+        let commands = &self.exec().0;
+        let runner = commands
+            .finalize
+            .as_ref()
+            .expect("layered only with finalize");
         Ok(Exec::call(runner, "finalize", &request).await)
     }
 }

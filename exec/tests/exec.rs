@@ -516,6 +516,12 @@ async fn a_hook_gets_its_name_phase_and_the_outcome_and_answers_like_reconcile()
         json!({"lastBackup": "/backups/1"})
     );
     assert_eq!(json.events[0].reason, "BackedUp");
+    let unknown = calls.hook("nope", "env").await;
+    assert_eq!(unknown.outcome, Outcome::Failed as i32, "{unknown:?}");
+    assert_eq!(
+        unknown.message,
+        "kplug-exec has no hook \"nope\"; the manifest declares check, notify"
+    );
     let conditions = calls.hook("check", "conditions").await;
     assert_eq!(conditions.outcome, Outcome::Failed as i32, "{conditions:?}");
     assert!(
