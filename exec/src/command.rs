@@ -96,11 +96,6 @@ impl Runner {
         &self.spec.command[0]
     }
 
-    /// How long a run may take.
-    pub fn timeout(&self) -> Duration {
-        self.spec.timeout()
-    }
-
     /// Runs the command once, waiting for a free slot first; `stdin` is
     /// written to it and closed.
     ///
