@@ -5,6 +5,8 @@
 #   docker build --target kplug-operator -t ghcr.io/kplug/kplug-operator:0.1.0 .
 #   docker build --target sqlite-plugin  -t ghcr.io/kplug/sqlite-plugin:0.1.0 .
 #   docker build --target mariadb-plugin -t ghcr.io/kplug/mariadb-plugin:0.1.0 .
+#   docker build --target kplug-exec     -t ghcr.io/kplug/kplug-exec:0.1.0 .
+#   docker build --target sqlite-shell-plugin -t ghcr.io/kplug/sqlite-shell-plugin:0.1.0 .
 #
 # (`make images` builds them all.) The build context is the repository root:
 # cargo loads the whole workspace (and `--locked` checks Cargo.lock against
@@ -39,9 +41,9 @@ COPY examples examples
 RUN --mount=type=cache,id=kplug-cargo-registry,target=/usr/local/cargo/registry \
     --mount=type=cache,id=kplug-target,target=/src/target \
     find . -path ./target -prune -o -type f -exec touch {} + \
-    && cargo build --release --locked -p kplug-operator -p sqlite-plugin -p mariadb-plugin \
+    && cargo build --release --locked -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p kplug-exec \
     && install -D -m 0755 -t /out/bin target/release/kplug-operator \
-       target/release/sqlite-plugin target/release/mariadb-plugin \
+       target/release/sqlite-plugin target/release/mariadb-plugin target/release/kplug-exec \
     && install -d -m 0755 /out/kplug /out/data
 
 # The SQLite example plugin (embedded SQLite): a sidecar of kplug-operator.
@@ -67,6 +69,39 @@ COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
 ENV KPLUG_SOCKET_DIR=/var/run/kplug
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/mariadb-plugin"]
+
+# kplug-exec: turns executables into a plugin (docs/shell-plugins.md). A
+# Debian base, since the commands need a shell and tools: bash, coreutils and
+# jq are here; an image of your own adds its scripts and tools and sets the
+# manifest:
+#   FROM ghcr.io/kplug/kplug-exec:0.1.0
+#   COPY my-plugin/ /opt/my-plugin/
+#   CMD ["--manifest", "/opt/my-plugin/plugin.yaml"]
+FROM debian:bookworm-slim AS kplug-exec
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends jq \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/bin/kplug-exec /usr/local/bin/kplug-exec
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/kplug-exec"]
+
+# The SQLiteShell example plugin: kplug-exec running
+# examples/database-table/sqlite-shell-plugin with the sqlite3 tool. Tables
+# live in KPLUG_SQLITE_DATA_DIR: mount a volume there.
+FROM kplug-exec AS sqlite-shell-plugin
+USER root
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends sqlite3 \
+    && rm -rf /var/lib/apt/lists/*
+COPY examples/database-table/sqlite-shell-plugin/ /opt/sqlite-shell-plugin/
+COPY --from=build --chown=65532:65532 /out/data /var/lib/kplug-sqlite
+ENV KPLUG_SQLITE_DATA_DIR=/var/lib/kplug-sqlite
+USER 65532:65532
+CMD ["--manifest", "/opt/sqlite-shell-plugin/plugin.yaml"]
 
 # The generic kplug-operator; last, so a plain `docker build .` makes it.
 FROM gcr.io/distroless/cc-debian12:nonroot AS kplug-operator

@@ -4,7 +4,8 @@
 //!   each plugin creates its socket in the shared directory and, on SIGTERM
 //!   (`docker stop`), exits cleanly and removes it; the distroless images
 //!   have no shell;
-//! - the operator and the three plugins, each in its own container and
+//! - the operator and the four plugins (the shell one under kplug-exec),
+//!   each in its own container and
 //!   sharing only the socket directory, converge one table per
 //!   implementation against a real API server and the real MariaDB and
 //!   PostgreSQL servers; the operator's `/readyz` turns ready; a plugin
@@ -33,7 +34,21 @@ const T: Duration = Duration::from_secs(60);
 /// The uid every kplug image runs as.
 const NONROOT: u32 = 65532;
 const GROUP: &str = "myorg.org";
-const PLUGINS: [&str; 3] = ["sqlite-plugin", "mariadb-plugin", "postgresql-plugin"];
+const PLUGINS: [&str; 4] = [
+    "sqlite-plugin",
+    "mariadb-plugin",
+    "postgresql-plugin",
+    "sqlite-shell-plugin",
+];
+
+/// The name a plugin image's plugin registers with: its image's without
+/// `-plugin`, but for the shell plugin, named in its manifest.
+fn plugin_name(image: &str) -> &str {
+    match image {
+        "sqlite-shell-plugin" => "sqlite-sh",
+        other => other.trim_end_matches("-plugin"),
+    }
+}
 
 fn docker() -> Command {
     Command::new(std::env::var("DOCKER").unwrap_or_else(|_| "docker".to_owned()))
@@ -155,9 +170,12 @@ fn plugin_args(plugin: &str, dir: &Path) -> Vec<String> {
         })
     };
     match plugin {
-        "sqlite-plugin" => vec![
+        "sqlite-plugin" | "sqlite-shell-plugin" => vec![
             "--network=none".to_owned(),
-            mount(&shared_dir(dir, "sqlite-data"), "/var/lib/kplug-sqlite"),
+            mount(
+                &shared_dir(dir, &format!("{plugin}-data")),
+                "/var/lib/kplug-sqlite",
+            ),
         ],
         "mariadb-plugin" => vec![
             "--network=host".to_owned(),
@@ -178,7 +196,7 @@ fn plugin_args(plugin: &str, dir: &Path) -> Vec<String> {
 
 #[test]
 fn images_are_non_root_with_their_entrypoints() {
-    for name in ["kplug-operator"].into_iter().chain(PLUGINS) {
+    for name in ["kplug-operator", "kplug-exec"].into_iter().chain(PLUGINS) {
         let config = &inspect(name)["Config"];
         let user = config["User"].as_str().unwrap_or_default();
         let uid: u32 = user.split(':').next().unwrap().parse().unwrap_or(0);
@@ -237,8 +255,7 @@ fn plugins_run_read_only_create_their_socket_and_stop_cleanly() {
         args.push("--network=none".to_owned());
         args.push(image(plugin));
         let container = Container::run(&format!("{plugin}-alone"), &args);
-        // The plugin's name is its image's without `-plugin`.
-        let name = plugin.trim_end_matches("-plugin");
+        let name = plugin_name(plugin);
         let socket = sockets.join("plugins").join(name).join("plugin.sock");
         wait_for(&format!("{plugin} binds its socket"), T, || {
             let meta = std::fs::metadata(&socket)
@@ -387,7 +404,7 @@ async fn containers_converge_a_table_per_implementation_and_survive_a_plugin_kil
     // preferred implementation has not registered yet falls back to
     // another one, and keeps it (the soak saw a PostgreSQL table land on
     // MariaDB because the Python plugin registered 0.5 s later).
-    kplug_testenv::eventually("the three plugins are registered", T, || async {
+    kplug_testenv::eventually("the four plugins are registered", T, || async {
         let metrics = http::get(loopback, metrics_port, "/metrics")?.1;
         match http::metric(&metrics, "kplug_plugins_registered") {
             Some(n) if n == PLUGINS.len() as f64 => Ok(()),
@@ -411,6 +428,7 @@ async fn containers_converge_a_table_per_implementation_and_survive_a_plugin_kil
         (sqlite_table.clone(), "SQLite"),
         (format!("users-mariadb-{run_id}"), "MariaDB"),
         (format!("users-postgresql-{run_id}"), "PostgreSQL"),
+        (format!("users-sqlite-shell-{run_id}"), "SQLiteShell"),
     ];
     for (name, implementation) in &implementations {
         let table: DynamicObject = serde_json::from_value(json!({
@@ -527,6 +545,8 @@ fn the_documented_image_builds_make_the_same_images_as_make_images() {
             "sqlite-plugin",
             "mariadb-plugin",
             "postgresql-plugin",
+            "kplug-exec",
+            "sqlite-shell-plugin",
         ]
         .iter()
         .map(|name| {
@@ -546,7 +566,7 @@ fn the_documented_image_builds_make_the_same_images_as_make_images() {
     };
     let before = content();
     let commands = kplug_deploy_tests::docs::commands("docs/deploy.md", "Images");
-    assert_eq!(commands.len(), 4, "one build per image: {commands:#?}");
+    assert_eq!(commands.len(), 6, "one build per image: {commands:#?}");
     for command in &commands {
         assert!(command.starts_with("docker build "), "{command}");
         kplug_deploy_tests::docs::sh(command, None);

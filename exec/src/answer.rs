@@ -1,5 +1,7 @@
 //! A command's answer: JSON on stdout, or the exit code alone.
 //!
+//! Reconcile, Finalize and hooks ([`response`], [`hook_response`]):
+//!
 //! - Exit 0 with JSON on stdout: the response it describes, with the gRPC
 //!   response's fields in camelCase (the shape of the Rust SDK's
 //!   `Response::to_json`):
@@ -13,10 +15,35 @@
 //! - Exit 75 (`EX_TEMPFAIL`): RETRY after the default delay, with the end of
 //!   stderr as the message.
 //! - Any other exit, or a signal: FAILED, with the end of stderr.
+//!
+//! A hook answers the same way, but only `outcome`, `message`,
+//! `retryAfterSeconds`, `status` and `events`: conditions and extension
+//! statuses are not a hook's to set.
+//!
+//! Validate ([`validation`]):
+//!
+//! - Exit 0 with nothing on stdout: allowed.
+//! - Exit 0 with `{"errors": [{"path", "value", "message"}], "warnings":
+//!   [...]}`: refused when `errors` is not empty (`value` is any JSON value,
+//!   or left out).
+//! - Exit 1 to 125, other than 75: refused as a whole, with the end of
+//!   stderr as the message.
+//! - Exit 75: the command could not decide. The call fails, and so do
+//!   exits of 126 and above (a program that could not be run, or died of a
+//!   signal), a signal, a timeout and an answer that cannot be used: the
+//!   plugin's failure policy then admits or refuses the object.
+//!
+//! Default ([`defaults`]):
+//!
+//! - Exit 0 with nothing on stdout: nothing to default.
+//! - Exit 0 with `{"patch": [{"op": "add"|"replace"|"remove", "path",
+//!   "value"}], "warnings": [...]}`: the JSON Patch to apply.
+//! - Any other exit, a signal or a timeout: the call fails (failure
+//!   policy).
 
 use std::time::Duration;
 
-use kplug_sidecar::{Object, Request, Response};
+use kplug_sidecar::{Defaults, Object, Request, Response, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -92,16 +119,244 @@ struct EventAnswer {
     regarding: Option<Target>,
 }
 
+/// The JSON a hook prints: a response without conditions or extension
+/// statuses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HookAnswer {
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    retry_after_seconds: Option<f64>,
+    #[serde(default)]
+    status: Option<Map<String, Value>>,
+    #[serde(default)]
+    events: Vec<EventAnswer>,
+}
+
+impl From<HookAnswer> for Answer {
+    fn from(a: HookAnswer) -> Self {
+        Self {
+            outcome: a.outcome,
+            message: a.message,
+            retry_after_seconds: a.retry_after_seconds,
+            status: a.status,
+            extension_statuses: Vec::new(),
+            conditions: Vec::new(),
+            events: a.events,
+        }
+    }
+}
+
+/// The JSON a validate command prints.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValidationAnswer {
+    #[serde(default)]
+    errors: Vec<FieldErrorAnswer>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldErrorAnswer {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    value: Option<Value>,
+    message: String,
+}
+
+/// The JSON a default command prints.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultsAnswer {
+    #[serde(default)]
+    patch: Vec<PatchOperation>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchOperation {
+    op: String,
+    path: String,
+    #[serde(default)]
+    value: Option<Value>,
+}
+
 /// The response to send for how `program`'s run for `request` ended.
 pub fn response(program: &str, request: &Request, finished: Finished) -> Response {
+    call_response(program, request, finished, false)
+}
+
+/// The response to a hook for how `program`'s run for `request` ended: as
+/// [`response`], for the fields a hook may answer.
+pub fn hook_response(program: &str, request: &Request, finished: Finished) -> Response {
+    call_response(program, request, finished, true)
+}
+
+/// How a run that neither exited 0 nor timed out ended, for messages.
+fn how(code: Option<i32>) -> String {
+    code.map_or_else(
+        || "was killed by a signal".to_owned(),
+        |c| format!("exited {c}"),
+    )
+}
+
+/// The message of a run past its deadline.
+fn timed_out(program: &str, after: Duration, stderr_tail: &str) -> String {
+    with_tail(
+        format!(
+            "{program} ran past its timeout of {} s and was killed with its process group (timeoutSeconds in the manifest)",
+            after.as_secs_f64()
+        ),
+        stderr_tail,
+    )
+}
+
+/// The verdict of a validate command, or why it could not decide (the
+/// call then fails, and the failure policy decides).
+///
+/// # Errors
+/// The message of the call's failure: a timeout, a signal, exit 75 or 126
+/// and above, an answer that cannot be used.
+pub fn validation(program: &str, finished: Finished) -> Result<Validation, String> {
     match finished {
-        Finished::TimedOut { after, stderr_tail } => Response::failed(with_tail(
+        Finished::TimedOut { after, stderr_tail } => Err(timed_out(program, after, &stderr_tail)),
+        Finished::Exited {
+            code: Some(0),
+            stdout,
+            ..
+        } => {
+            if stdout.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Validation::allowed());
+            }
+            let answer = serde_json::from_slice::<ValidationAnswer>(&stdout).map_err(|e| {
+                format!(
+                    "{program} exited 0 but its stdout is not a validation ({e}); print {{\"errors\": [{{\"path\", \"value\", \"message\"}}], \"warnings\": []}}, or nothing and let the exit code answer"
+                )
+            })?;
+            let mut verdict = Validation::allowed();
+            for e in answer.errors {
+                verdict = match e.value {
+                    Some(value) => verdict.error(&e.path, value, e.message),
+                    None => verdict.error_at(&e.path, e.message),
+                };
+            }
+            Ok(answer
+                .warnings
+                .into_iter()
+                .fold(verdict, Validation::warning))
+        }
+        Finished::Exited {
+            code: Some(EXIT_RETRY),
+            stderr_tail,
+            ..
+        } => Err(with_tail(
+            format!("{program} could not decide (exit {EXIT_RETRY})"),
+            &stderr_tail,
+        )),
+        Finished::Exited {
+            code: Some(code @ 1..=125),
+            stderr_tail,
+            ..
+        } => {
+            let message = if stderr_tail.is_empty() {
+                format!("refused by {program} (exit {code}, nothing on stderr)")
+            } else {
+                stderr_tail
+            };
+            Ok(Validation::allowed().error_at("", message))
+        }
+        Finished::Exited {
+            code: None,
+            stderr_tail,
+            ..
+        } => Err(with_tail(
+            format!("{program} was killed by a signal"),
+            &stderr_tail,
+        )),
+        Finished::Exited {
+            code: Some(code),
+            stderr_tail,
+            ..
+        } => Err(with_tail(
             format!(
-                "{program} ran past its timeout of {} s and was killed with its process group (timeoutSeconds in the manifest)",
-                after.as_secs_f64()
+                "{program} exited {code} (126 and above: it, or a program it ran, could not be run or died of a signal)"
             ),
             &stderr_tail,
         )),
+    }
+}
+
+/// The defaults a default command answered, or why the call fails (the
+/// failure policy then decides).
+///
+/// # Errors
+/// The message of the call's failure: a timeout, a signal, an exit other
+/// than 0, an answer that cannot be used.
+pub fn defaults(program: &str, finished: Finished) -> Result<Defaults, String> {
+    match finished {
+        Finished::TimedOut { after, stderr_tail } => Err(timed_out(program, after, &stderr_tail)),
+        Finished::Exited {
+            code: Some(0),
+            stdout,
+            ..
+        } => {
+            if stdout.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Defaults::none());
+            }
+            let answer = serde_json::from_slice::<DefaultsAnswer>(&stdout).map_err(|e| {
+                format!(
+                    "{program} exited 0 but its stdout is not defaults ({e}); print {{\"patch\": [{{\"op\": \"add\", \"path\": \"/spec/x\", \"value\": 1}}], \"warnings\": []}}, or nothing"
+                )
+            })?;
+            let mut defaults = Defaults::none();
+            for (i, o) in answer.patch.into_iter().enumerate() {
+                defaults = match (o.op.as_str(), o.value) {
+                    ("add", Some(value)) => defaults.add(&o.path, value),
+                    ("replace", Some(value)) => defaults.replace(&o.path, value),
+                    ("remove", None) => defaults.remove(&o.path),
+                    ("add" | "replace", None) => {
+                        return Err(format!(
+                            "{program} answered: patch[{i}] ({} {:?}) has no value",
+                            o.op, o.path
+                        ));
+                    }
+                    ("remove", Some(_)) => {
+                        return Err(format!(
+                            "{program} answered: patch[{i}] (remove {:?}) has a value; a remove takes none",
+                            o.path
+                        ));
+                    }
+                    (op, _) => {
+                        return Err(format!(
+                            "{program} answered: patch[{i}] has op {op:?}; use \"add\", \"replace\" or \"remove\""
+                        ));
+                    }
+                };
+            }
+            Ok(answer
+                .warnings
+                .into_iter()
+                .fold(defaults, Defaults::warning))
+        }
+        Finished::Exited {
+            code, stderr_tail, ..
+        } => Err(with_tail(format!("{program} {}", how(code)), &stderr_tail)),
+    }
+}
+
+fn call_response(program: &str, request: &Request, finished: Finished, hook: bool) -> Response {
+    match finished {
+        Finished::TimedOut { after, stderr_tail } => {
+            Response::failed(timed_out(program, after, &stderr_tail))
+        }
         Finished::Exited {
             code: Some(0),
             stdout,
@@ -110,10 +365,18 @@ pub fn response(program: &str, request: &Request, finished: Finished) -> Respons
             if stdout.iter().all(u8::is_ascii_whitespace) {
                 return Response::ok();
             }
-            match serde_json::from_slice::<Answer>(&stdout) {
+            let parsed = if hook {
+                serde_json::from_slice::<HookAnswer>(&stdout).map(Answer::from)
+            } else {
+                serde_json::from_slice::<Answer>(&stdout)
+            };
+            match parsed {
                 Ok(answer) => build(answer, request).unwrap_or_else(|problem| {
                     Response::failed(format!("{program} answered: {problem}"))
                 }),
+                Err(e) if hook => Response::failed(format!(
+                    "{program} exited 0 but its stdout is not a hook's response ({e}); print one JSON object with outcome, message, retryAfterSeconds, status and events (a hook sets no conditions or extension statuses), or nothing and let the exit code answer"
+                )),
                 Err(e) => Response::failed(format!(
                     "{program} exited 0 but its stdout is not a JSON response ({e}); print one JSON object, or nothing and let the exit code answer"
                 )),
@@ -129,13 +392,7 @@ pub fn response(program: &str, request: &Request, finished: Finished) -> Respons
         )),
         Finished::Exited {
             code, stderr_tail, ..
-        } => {
-            let how = code.map_or_else(
-                || "was killed by a signal".to_owned(),
-                |c| format!("exited {c}"),
-            );
-            Response::failed(with_tail(format!("{program} {how}"), &stderr_tail))
-        }
+        } => Response::failed(with_tail(format!("{program} {}", how(code)), &stderr_tail)),
     }
 }
 
@@ -335,5 +592,133 @@ mod tests {
                 .contains("ran past its timeout of 2 s")
         );
         assert!(got["message"].as_str().unwrap().ends_with(": copying"));
+    }
+
+    fn program_validation(finished: Finished) -> Result<Value, String> {
+        validation("./validate.sh", finished).map(|v| v.to_json())
+    }
+
+    #[test]
+    fn a_validation_comes_from_json_or_the_exit_code() {
+        assert_eq!(
+            program_validation(exited(0, " \n", "")).unwrap()["allowed"],
+            true
+        );
+        let out = json!({
+            "errors": [{"path": "spec.columns[1].type", "value": "varchar2", "message": "unknown type"},
+                       {"path": "spec.name", "message": "required"}],
+            "warnings": ["spec.comment is ignored"],
+        });
+        let refused = program_validation(exited(0, &out.to_string(), "")).unwrap();
+        assert_eq!(refused["allowed"], false);
+        assert_eq!(refused["errors"][0]["value"], "\"varchar2\"");
+        assert_eq!(refused["errors"][1]["value"], "");
+        assert_eq!(refused["warnings"], json!(["spec.comment is ignored"]));
+        // Exit 1 to 125 (not 75) refuses the object as a whole.
+        let whole = program_validation(exited(1, "", "tables named tmp are not allowed")).unwrap();
+        assert_eq!(
+            whole["errors"],
+            json!([{"path": "", "value": "", "message": "tables named tmp are not allowed"}])
+        );
+        let silent = program_validation(exited(3, "", "")).unwrap();
+        assert_eq!(
+            silent["errors"][0]["message"],
+            "refused by ./validate.sh (exit 3, nothing on stderr)"
+        );
+    }
+
+    #[test]
+    fn a_validate_command_that_cannot_decide_fails_the_call() {
+        let e = program_validation(exited(75, "", "the catalogue is unreachable")).unwrap_err();
+        assert_eq!(
+            e,
+            "./validate.sh could not decide (exit 75): the catalogue is unreachable"
+        );
+        let e = program_validation(exited(127, "", "jq: not found")).unwrap_err();
+        assert!(
+            e.starts_with("./validate.sh exited 127 (126 and above"),
+            "{e}"
+        );
+        assert!(e.ends_with(": jq: not found"), "{e}");
+        let e = program_validation(Finished::Exited {
+            code: None,
+            stdout: Vec::new(),
+            stderr_tail: String::new(),
+        })
+        .unwrap_err();
+        assert!(e.contains("was killed by a signal"), "{e}");
+        let e = program_validation(Finished::TimedOut {
+            after: Duration::from_secs(1),
+            stderr_tail: String::new(),
+        })
+        .unwrap_err();
+        assert!(e.contains("ran past its timeout of 1 s"), "{e}");
+        let e = program_validation(exited(0, r#"{"allowed": false}"#, "")).unwrap_err();
+        assert!(
+            e.contains("not a validation") && e.contains("allowed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn defaults_come_from_a_json_patch() {
+        let defaults =
+            |stdout: &str, code: i32| defaults("./default.sh", exited(code, stdout, "no"));
+        assert!(defaults("", 0).unwrap().is_empty());
+        let out = json!({
+            "patch": [{"op": "add", "path": "/spec/engine", "value": "InnoDB"},
+                      {"op": "replace", "path": "/metadata/labels/a", "value": "b"},
+                      {"op": "remove", "path": "/metadata/annotations/c"}],
+            "warnings": ["defaulted engine"],
+        });
+        let got = defaults(&out.to_string(), 0).unwrap().to_json();
+        assert_eq!(got["patch"], out["patch"]);
+        assert_eq!(got["warnings"], out["warnings"]);
+        let outside = defaults(
+            r#"{"patch": [{"op": "add", "path": "/status/x", "value": 1}]}"#,
+            0,
+        );
+        assert!(
+            outside.unwrap().to_json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("\"/status/x\"")
+        );
+        let bad = |stdout: &str| defaults(stdout, 0).unwrap_err();
+        assert!(
+            bad(r#"{"patch": [{"op": "move", "path": "/spec/a", "from": "/spec/b"}]}"#)
+                .contains("from")
+        );
+        assert!(bad(r#"{"patch": [{"op": "copy", "path": "/spec/a"}]}"#).contains(r#"op "copy""#));
+        assert!(bad(r#"{"patch": [{"op": "add", "path": "/spec/a"}]}"#).contains("has no value"));
+        assert!(bad("engine=InnoDB").contains("not defaults"));
+        assert_eq!(defaults("", 2).unwrap_err(), "./default.sh exited 2: no");
+    }
+
+    #[test]
+    fn a_hook_answers_like_reconcile_without_conditions() {
+        let hook = |finished| hook_response("./hook.sh", &request(), finished).to_json();
+        assert_eq!(hook(exited(0, "", ""))["outcome"], "OK");
+        assert_eq!(hook(exited(75, "", "busy"))["outcome"], "RETRY");
+        assert_eq!(
+            hook(exited(1, "", "no space"))["message"],
+            "./hook.sh exited 1: no space"
+        );
+        let got = hook(exited(
+            0,
+            r#"{"outcome": "RETRY", "retryAfterSeconds": 3, "message": "copying", "status": {"lastBackup": "/b"}, "events": [{"reason": "BackedUp"}]}"#,
+            "",
+        ));
+        assert_eq!(got["outcome"], "RETRY");
+        assert_eq!(got["retryAfterSeconds"], 3.0);
+        assert_eq!(got["status"], json!({"lastBackup": "/b"}));
+        assert_eq!(got["events"][0]["reason"], "BackedUp");
+        let conditions = hook(exited(0, r#"{"conditions": []}"#, ""));
+        assert_eq!(conditions["outcome"], "FAILED");
+        let message = conditions["message"].as_str().unwrap();
+        assert!(
+            message.contains("not a hook's response") && message.contains("conditions"),
+            "{message}"
+        );
     }
 }

@@ -20,26 +20,35 @@ const MAX_STDOUT_BYTES: u64 = 2 * 1024 * 1024;
 /// How much of the end of stderr is kept for a failure's message.
 const STDERR_TAIL_BYTES: usize = 1024;
 
-/// The environment variable naming the call (`reconcile`, `finalize`).
+/// The environment variable naming the call (`reconcile`, `finalize`,
+/// `validate`, `default`, `hook`).
 pub const CALL_ENV: &str = "KPLUG_CALL";
 /// The environment variable naming the implementation chosen.
 pub const IMPLEMENTATION_ENV: &str = "KPLUG_IMPLEMENTATION";
-/// The environment variable holding the base object's namespace.
+/// The environment variable holding the object's namespace (the base
+/// object's, or at admission the admitted object's).
 pub const NAMESPACE_ENV: &str = "KPLUG_NAMESPACE";
-/// The environment variable holding the base object's name.
+/// The environment variable holding the object's name.
 pub const NAME_ENV: &str = "KPLUG_NAME";
+/// The environment variable naming the hook run (hooks only).
+pub const HOOK_ENV: &str = "KPLUG_HOOK";
+/// The environment variable naming the hook's phase (`before-reconcile`,
+/// …; hooks only).
+pub const PHASE_ENV: &str = "KPLUG_PHASE";
 
 /// What the call is about, for the command's environment.
 #[derive(Clone, Debug)]
 pub struct CallEnv<'a> {
-    /// `reconcile` or `finalize`.
+    /// `reconcile`, `finalize`, `validate`, `default` or `hook`.
     pub call: &'a str,
     /// The implementation chosen.
     pub implementation: &'a str,
-    /// The base object's namespace.
+    /// The object's namespace.
     pub namespace: &'a str,
-    /// The base object's name.
+    /// The object's name.
     pub name: &'a str,
+    /// For a hook: its name and phase.
+    pub hook: Option<(&'a str, &'a str)>,
 }
 
 /// How a run ended.
@@ -99,14 +108,19 @@ impl Runner {
             .await
             .expect("the semaphore is never closed");
         let (program, args) = self.spec.command.split_first().expect("checked at load");
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .current_dir(&self.working_dir)
             .envs(&self.spec.env)
             .env(CALL_ENV, env.call)
             .env(IMPLEMENTATION_ENV, env.implementation)
             .env(NAMESPACE_ENV, env.namespace)
-            .env(NAME_ENV, env.name)
+            .env(NAME_ENV, env.name);
+        if let Some((hook, phase)) = env.hook {
+            command.env(HOOK_ENV, hook).env(PHASE_ENV, phase);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -114,10 +128,14 @@ impl Runner {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()?;
-        let group = child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .map(Pid::from_raw);
+        // Killed whichever way this function ends, even if the call's future
+        // is dropped halfway (kill_on_drop alone would spare its children).
+        let group = GroupKill(
+            child
+                .id()
+                .and_then(|pid| i32::try_from(pid).ok())
+                .map(Pid::from_raw),
+        );
         let mut input = child.stdin.take().expect("piped");
         let mut output = child.stdout.take().expect("piped");
         let mut errors = child.stderr.take().expect("piped");
@@ -143,9 +161,7 @@ impl Runner {
         let finished = tokio::time::timeout(self.spec.timeout(), work).await;
         // Whatever it left running in its group goes with it, and on a
         // timeout the command itself.
-        if let Some(group) = group {
-            killpg(group, Signal::SIGKILL).ok();
-        }
+        drop(group);
         match finished {
             Ok(result) => {
                 let (status, stdout) = result?;
@@ -159,6 +175,17 @@ impl Runner {
                 after: self.spec.timeout(),
                 stderr_tail: text_tail(&stderr),
             }),
+        }
+    }
+}
+
+/// Kills a run's process group when dropped.
+struct GroupKill(Option<Pid>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            killpg(group, Signal::SIGKILL).ok();
         }
     }
 }

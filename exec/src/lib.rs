@@ -5,13 +5,21 @@
 //! the Rust SDK, and answers each call by running its command:
 //!
 //! - the request on stdin, as JSON: `{"call", "implementation", "object",
-//!   "extensions"}`;
+//!   "extensions"}` for reconcile and finalize, `{"call", "implementation",
+//!   "operation", "object", "oldObject"}` for validate and default, and
+//!   `{"call", "hook", "phase", "implementation", "object", "extensions",
+//!   "outcome", "message"}` for a hook;
 //! - `KPLUG_CALL`, `KPLUG_IMPLEMENTATION`, `KPLUG_NAMESPACE` and
-//!   `KPLUG_NAME` in the environment;
+//!   `KPLUG_NAME` in the environment, and `KPLUG_HOOK` and `KPLUG_PHASE`
+//!   for a hook;
 //! - the answer from stdout as JSON, or from the exit code alone (0 OK, 75
-//!   RETRY, anything else FAILED with the end of stderr): see [`answer`];
+//!   RETRY, anything else FAILED with the end of stderr; for validate, 0
+//!   allows and 1 to 125 refuse): see [`answer`];
 //! - at most `concurrency` runs of a command at once; a run past
-//!   `timeoutSeconds` is killed with its whole process group.
+//!   `timeoutSeconds` is killed with its whole process group;
+//! - the capabilities (FINALIZE, VALIDATE, DEFAULT, HOOKS) of the commands
+//!   the manifest has, its hooks, and a call policy per command whose
+//!   deadline follows its `timeoutSeconds`.
 //!
 //! `docs/shell-plugins.md` in the repository is the guide.
 
@@ -20,4 +28,4 @@ pub mod command;
 pub mod manifest;
 mod plugin;
 
-pub use plugin::{Exec, ExecWithFinalize, info};
+pub use plugin::{Exec, info, serve};

@@ -5,23 +5,25 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kplug_exec::manifest::Manifest;
-use kplug_exec::{Exec, ExecWithFinalize, info};
 
 /// Serves a kplug plugin whose calls run executables: a shell script, a
-/// Python file, any program. Each call runs the manifest's command with the
-/// request as JSON on stdin and KPLUG_CALL, KPLUG_IMPLEMENTATION,
-/// KPLUG_NAMESPACE and KPLUG_NAME set; the command answers with JSON on
-/// stdout, or with its exit code alone (0 OK, 75 retry, anything else
-/// failed, with the end of stderr as the message).
+/// Python file, any program. Each call (reconcile, finalize, validate,
+/// default, hook) runs the manifest's command with the request as JSON on
+/// stdin and KPLUG_CALL, KPLUG_IMPLEMENTATION, KPLUG_NAMESPACE and
+/// KPLUG_NAME set (and KPLUG_HOOK, KPLUG_PHASE for a hook); the command
+/// answers with JSON on stdout, or with its exit code alone (0 OK, 75
+/// retry, anything else failed, with the end of stderr as the message;
+/// for validate, 0 allows, 1 to 125 refuse, 75 and 126+ could not decide).
 ///
 /// Like every plugin it serves on $KPLUG_SOCKET_DIR (default
 /// /var/run/kplug) and registers with the operator by heartbeat.
 #[derive(Debug, Parser)]
 #[command(name = "kplug-exec", version)]
 struct Args {
-    /// The plugin's manifest (YAML): name, version, offers, and the
-    /// reconcile (and optional finalize) command with its timeout and
-    /// concurrency. Relative program paths are relative to its directory.
+    /// The plugin's manifest (YAML): name, version, offers, the reconcile
+    /// command and the optional finalize, validate and default commands and
+    /// hooks, each with its timeout and concurrency. Relative program paths
+    /// are relative to its directory.
     #[arg(
         long,
         env = "KPLUG_EXEC_MANIFEST",
@@ -45,28 +47,18 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let exec = Exec::new(&manifest, &args.manifest);
     if args.check {
-        let calls = if exec.finalizes() {
-            "reconcile, finalize"
-        } else {
-            "reconcile"
-        };
         println!(
-            "{}: plugin {} {}, {} offer(s), calls: {calls}",
+            "{}: plugin {} {}, {} offer(s), calls: {}",
             args.manifest.display(),
             manifest.name,
             manifest.version,
-            manifest.offers.len()
+            manifest.offers.len(),
+            manifest.summary()
         );
         return ExitCode::SUCCESS;
     }
-    let served = if exec.finalizes() {
-        kplug_sidecar::serve(info(&manifest), ExecWithFinalize(exec)).await
-    } else {
-        kplug_sidecar::serve(info(&manifest), exec).await
-    };
-    match served {
+    match kplug_exec::serve(&manifest, &args.manifest).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kplug-exec: {e}");

@@ -16,6 +16,16 @@
 //!   concurrency: 2
 //! finalize:
 //!   command: [./finalize.sh]
+//! validate:
+//!   command: [./validate.sh]
+//!   timeoutSeconds: 5
+//!   failurePolicy: Fail
+//! hooks:
+//!   - name: backup
+//!     base: { group: myorg.org, kind: DatabaseTable }
+//!     phase: before-reconcile
+//!     behaviour: sync-enforce
+//!     command: [./backup.sh]
 //! ```
 //!
 //! Unknown keys are errors, so that a typo is not a silently ignored
@@ -25,10 +35,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kplug_sidecar::proto::limits::{MAX_ADMISSION_DEADLINE, MAX_CALL_DEADLINE, MAX_HOOKS};
 use serde::Deserialize;
 
-/// The longest `timeoutSeconds` allowed.
-const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
 /// The largest `concurrency` allowed.
 const MAX_CONCURRENCY: usize = 64;
 
@@ -50,6 +59,15 @@ pub struct Manifest {
     /// The command that finalizes; without it the plugin does not advertise
     /// FINALIZE and is never asked to clean up.
     pub finalize: Option<CommandSpec>,
+    /// The command that validates objects at admission; without it the
+    /// plugin does not advertise VALIDATE.
+    pub validate: Option<AdmissionSpec>,
+    /// The command that fills in defaults at admission; without it the
+    /// plugin does not advertise DEFAULT.
+    pub default: Option<AdmissionSpec>,
+    /// The hooks; without any the plugin does not advertise HOOKS.
+    #[serde(default)]
+    pub hooks: Vec<HookSpec>,
 }
 
 /// A group and kind.
@@ -84,7 +102,7 @@ pub struct CommandSpec {
     /// manifest's directory, which is also the working directory.
     pub command: Vec<String>,
     /// How long a run may take before it is killed, with its whole process
-    /// group (default 30).
+    /// group (default 30, at most 600: the longest the operator waits).
     #[serde(default = "default_timeout")]
     pub timeout_seconds: f64,
     /// How many runs of this command at once; more calls wait (default 4).
@@ -95,8 +113,122 @@ pub struct CommandSpec {
     pub env: BTreeMap<String, String>,
 }
 
+/// What admission does when a `validate` or `default` command fails (a
+/// timeout, a crash, an answer that cannot be used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum FailurePolicy {
+    /// Refuse the object.
+    Fail,
+    /// Admit it, with a warning.
+    Ignore,
+}
+
+/// How to run `validate` or `default`: a command, with a failure policy.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdmissionSpec {
+    /// As [`CommandSpec::command`].
+    pub command: Vec<String>,
+    /// How long a run may take (default 5, at most 10: the API server waits
+    /// for the operator's webhook, and the operator for the plugin, at most
+    /// that long).
+    #[serde(default = "default_admission_timeout")]
+    pub timeout_seconds: f64,
+    /// As [`CommandSpec::concurrency`].
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// As [`CommandSpec::env`].
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Refuse (`Fail`) or admit (`Ignore`) when the command fails; unset,
+    /// the operator's `--webhook-failure-policy` decides.
+    #[serde(default)]
+    pub failure_policy: Option<FailurePolicy>,
+}
+
+/// Where in an object's lifecycle a hook runs, spelled as in the manifest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Before the implementation's Reconcile.
+    BeforeReconcile,
+    /// After the implementation's Reconcile answered.
+    AfterReconcile,
+    /// Before the implementation's Finalize.
+    BeforeFinalize,
+    /// After the implementation's Finalize answered.
+    AfterFinalize,
+}
+
+impl Phase {
+    /// As the manifest spells it (and `KPLUG_PHASE` carries it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BeforeReconcile => "before-reconcile",
+            Self::AfterReconcile => "after-reconcile",
+            Self::BeforeFinalize => "before-finalize",
+            Self::AfterFinalize => "after-finalize",
+        }
+    }
+}
+
+/// How a hook's result affects the step it surrounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behaviour {
+    /// The operator waits; anything but OK stops the step.
+    SyncEnforce,
+    /// The operator waits; a failure is a Warning Event, the step goes on.
+    SyncBypass,
+    /// Queued, never waited for; a failure is a Warning Event.
+    Async,
+}
+
+impl Behaviour {
+    /// As the manifest spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SyncEnforce => "sync-enforce",
+            Self::SyncBypass => "sync-bypass",
+            Self::Async => "async",
+        }
+    }
+}
+
+/// A hook: when the operator calls it, and the command that answers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookSpec {
+    /// Its name: a DNS label, unique within the plugin.
+    pub name: String,
+    /// The base kind whose objects it runs for (any implementation's).
+    pub base: GroupKind,
+    /// When it runs.
+    pub phase: Phase,
+    /// What its result does to the step.
+    pub behaviour: Behaviour,
+    /// Hooks of one phase and kind run by increasing order (default 0).
+    #[serde(default)]
+    pub order: i32,
+    /// As [`CommandSpec::command`].
+    pub command: Vec<String>,
+    /// As [`CommandSpec::timeout_seconds`].
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: f64,
+    /// As [`CommandSpec::concurrency`].
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// As [`CommandSpec::env`].
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
 fn default_timeout() -> f64 {
     30.0
+}
+
+fn default_admission_timeout() -> f64 {
+    5.0
 }
 
 fn default_concurrency() -> usize {
@@ -107,6 +239,64 @@ impl CommandSpec {
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_seconds)
+    }
+
+    /// `./x` and `dir/x` are relative to the manifest; `x` is looked up on
+    /// the PATH.
+    fn resolve(&mut self, dir: &Path) {
+        let program = &self.command[0];
+        if program.contains('/') && Path::new(program).is_relative() {
+            let relative = program.trim_start_matches("./");
+            self.command[0] = dir.join(relative).display().to_string();
+        }
+    }
+
+    /// The checks of one command; `at` names it in the manifest
+    /// (`reconcile`, `hooks[0] (backup)`), `max` is the longest timeout.
+    fn check(&self, at: &str, max: Duration) -> Result<(), String> {
+        if self.command.first().is_none_or(String::is_empty) {
+            return Err(format!(
+                "{at}.command: give the program to run, e.g. [./script.sh]"
+            ));
+        }
+        let max = max.as_secs_f64();
+        if !(self.timeout_seconds > 0.0 && self.timeout_seconds <= max) {
+            return Err(format!(
+                "{at}.timeoutSeconds is {}; it must be more than 0 and at most {max} (the longest the operator waits for this call)",
+                self.timeout_seconds
+            ));
+        }
+        if !(1..=MAX_CONCURRENCY).contains(&self.concurrency) {
+            return Err(format!(
+                "{at}.concurrency is {}; it must be from 1 to {MAX_CONCURRENCY}",
+                self.concurrency
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl AdmissionSpec {
+    /// The command to run.
+    pub fn command_spec(&self) -> CommandSpec {
+        CommandSpec {
+            command: self.command.clone(),
+            timeout_seconds: self.timeout_seconds,
+            concurrency: self.concurrency,
+            env: self.env.clone(),
+        }
+    }
+}
+
+impl HookSpec {
+    /// The command to run.
+    pub fn command_spec(&self) -> CommandSpec {
+        CommandSpec {
+            command: self.command.clone(),
+            timeout_seconds: self.timeout_seconds,
+            concurrency: self.concurrency,
+            env: self.env.clone(),
+        }
     }
 }
 
@@ -165,8 +355,22 @@ impl Manifest {
         // against the working directory.
         let dir = std::path::absolute(Self::working_dir(path))
             .map_err(|e| invalid(format!("cannot resolve the manifest's directory: {e}")))?;
-        for spec in manifest.commands_mut() {
+        manifest.reconcile.resolve(&dir);
+        if let Some(spec) = &mut manifest.finalize {
             spec.resolve(&dir);
+        }
+        for spec in [&mut manifest.validate, &mut manifest.default]
+            .into_iter()
+            .flatten()
+        {
+            let mut command = spec.command_spec();
+            command.resolve(&dir);
+            spec.command = command.command;
+        }
+        for hook in &mut manifest.hooks {
+            let mut command = hook.command_spec();
+            command.resolve(&dir);
+            hook.command = command.command;
         }
         Ok(manifest)
     }
@@ -179,8 +383,33 @@ impl Manifest {
         }
     }
 
-    fn commands_mut(&mut self) -> impl Iterator<Item = &mut CommandSpec> {
-        std::iter::once(&mut self.reconcile).chain(self.finalize.as_mut())
+    /// The calls it answers, for `--check`: `reconcile, finalize, validate
+    /// (failurePolicy Fail), hook backup (before-reconcile, sync-enforce)`.
+    pub fn summary(&self) -> String {
+        let mut calls = vec!["reconcile".to_owned()];
+        if self.finalize.is_some() {
+            calls.push("finalize".into());
+        }
+        for (call, spec) in [("validate", &self.validate), ("default", &self.default)] {
+            if let Some(spec) = spec {
+                calls.push(match spec.failure_policy {
+                    Some(policy) => format!("{call} (failurePolicy {policy:?})"),
+                    None => call.to_owned(),
+                });
+            }
+        }
+        for hook in &self.hooks {
+            calls.push(format!(
+                "hook {} ({} {}/{}, {}, order {})",
+                hook.name,
+                hook.phase.as_str(),
+                hook.base.group,
+                hook.base.kind,
+                hook.behaviour.as_str(),
+                hook.order
+            ));
+        }
+        calls.join(", ")
     }
 
     fn check(&self) -> Result<(), String> {
@@ -189,42 +418,42 @@ impl Manifest {
         if self.offers.is_empty() {
             return Err("offers: offer at least one implementation".into());
         }
-        let calls = [
-            ("reconcile", Some(&self.reconcile)),
-            ("finalize", self.finalize.as_ref()),
-        ];
-        for (call, spec) in calls {
-            let Some(spec) = spec else { continue };
-            if spec.command.first().is_none_or(String::is_empty) {
+        self.reconcile.check("reconcile", MAX_CALL_DEADLINE)?;
+        if let Some(spec) = &self.finalize {
+            spec.check("finalize", MAX_CALL_DEADLINE)?;
+        }
+        for (call, spec) in [("validate", &self.validate), ("default", &self.default)] {
+            if let Some(spec) = spec {
+                spec.command_spec().check(call, MAX_ADMISSION_DEADLINE)?;
+            }
+        }
+        if self.hooks.len() > MAX_HOOKS {
+            return Err(format!(
+                "hooks: {} are declared; the operator accepts at most {MAX_HOOKS}",
+                self.hooks.len()
+            ));
+        }
+        for (i, hook) in self.hooks.iter().enumerate() {
+            let at = format!("hooks[{i}] ({})", hook.name);
+            if kplug_sidecar::proto::rules::validate_plugin_name(&hook.name).is_err() {
                 return Err(format!(
-                    "{call}.command: give the program to run, e.g. [./{call}.sh]"
+                    "{at}.name: {:?} is not a DNS label; use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters",
+                    hook.name
                 ));
             }
-            if !(spec.timeout_seconds > 0.0 && spec.timeout_seconds <= MAX_TIMEOUT_SECONDS) {
+            if let Some(j) = self.hooks[..i].iter().position(|h| h.name == hook.name) {
                 return Err(format!(
-                    "{call}.timeoutSeconds is {}; it must be more than 0 and at most {MAX_TIMEOUT_SECONDS}",
-                    spec.timeout_seconds
+                    "{at}.name: hooks[{j}] has the same name; hook names are unique within a plugin"
                 ));
             }
-            if !(1..=MAX_CONCURRENCY).contains(&spec.concurrency) {
+            if hook.base.kind.is_empty() {
                 return Err(format!(
-                    "{call}.concurrency is {}; it must be from 1 to {MAX_CONCURRENCY}",
-                    spec.concurrency
+                    "{at}.base.kind: name the kind whose objects the hook runs for"
                 ));
             }
+            hook.command_spec().check(&at, MAX_CALL_DEADLINE)?;
         }
         Ok(())
-    }
-}
-
-impl CommandSpec {
-    /// `./x` and `dir/x` are relative to the manifest; `x` is looked up on
-    /// the PATH.
-    fn resolve(&mut self, dir: &Path) {
-        let program = &self.command[0];
-        if program.contains('/') && Path::new(program).is_relative() {
-            self.command[0] = dir.join(program).display().to_string();
-        }
     }
 }
 
@@ -287,7 +516,137 @@ reconcile:
         );
         let none = GOOD.replace("[./reconcile.sh, --verbose]", "[]");
         assert!(load(&none).unwrap_err().contains("reconcile.command"));
-        let validate = format!("{GOOD}validate:\n  command: [./v.sh]\n");
-        assert!(load(&validate).unwrap_err().contains("validate"));
+        let long = GOOD.replace("reconcile:\n", "reconcile:\n  timeoutSeconds: 3600\n");
+        let error = load(&long).unwrap_err();
+        assert!(
+            error.contains(
+                "reconcile.timeoutSeconds is 3600; it must be more than 0 and at most 600"
+            ),
+            "{error}"
+        );
+    }
+
+    const FULL: &str = "
+validate:
+  command: [./validate.sh]
+  failurePolicy: Ignore
+default:
+  command: [./default.sh]
+  timeoutSeconds: 2
+  env: { MODE: strict }
+hooks:
+  - name: backup
+    base: { group: myorg.org, kind: DatabaseTable }
+    phase: before-reconcile
+    behaviour: sync-enforce
+    order: -10
+    command: [./backup.sh]
+    timeoutSeconds: 60
+    concurrency: 1
+  - name: audit
+    base: { group: myorg.org, kind: DatabaseTable }
+    phase: after-reconcile
+    behaviour: async
+    command: [audit]
+";
+
+    #[test]
+    fn admission_commands_and_hooks_are_read_with_their_defaults() {
+        let m = load(&format!("{GOOD}{FULL}")).unwrap();
+        let validate = m.validate.as_ref().unwrap();
+        assert_eq!(validate.timeout_seconds, 5.0);
+        assert_eq!(validate.concurrency, 4);
+        assert_eq!(validate.failure_policy, Some(FailurePolicy::Ignore));
+        assert!(Path::new(&validate.command[0]).is_absolute());
+        let default = m.default.as_ref().unwrap();
+        assert_eq!(default.failure_policy, None);
+        assert_eq!(default.command_spec().env["MODE"], "strict");
+        let [backup, audit] = &m.hooks[..] else {
+            panic!("{:?}", m.hooks)
+        };
+        assert_eq!(
+            (backup.phase, backup.behaviour, backup.order),
+            (Phase::BeforeReconcile, Behaviour::SyncEnforce, -10)
+        );
+        assert!(Path::new(&backup.command[0]).is_absolute());
+        assert_eq!(backup.command_spec().timeout(), Duration::from_secs(60));
+        assert_eq!(
+            (
+                audit.phase,
+                audit.behaviour,
+                audit.order,
+                audit.timeout_seconds
+            ),
+            (Phase::AfterReconcile, Behaviour::Async, 0, 30.0)
+        );
+        assert_eq!(audit.command, ["audit"], "a bare name stays for the PATH");
+        assert_eq!(
+            m.summary(),
+            "reconcile, validate (failurePolicy Ignore), default, \
+             hook backup (before-reconcile myorg.org/DatabaseTable, sync-enforce, order -10), \
+             hook audit (after-reconcile myorg.org/DatabaseTable, async, order 0)"
+        );
+    }
+
+    #[test]
+    fn mistakes_in_admission_commands_and_hooks_are_named() {
+        let error = |from: &str, to: &str| {
+            let yaml = format!("{GOOD}{FULL}");
+            assert!(yaml.contains(from), "{from}");
+            load(&yaml.replacen(from, to, 1)).unwrap_err()
+        };
+        let e = error("name: backup", "name: Backup_1");
+        assert!(
+            e.contains("hooks[0] (Backup_1).name: \"Backup_1\" is not a DNS label"),
+            "{e}"
+        );
+        let e = error("name: audit", "name: backup");
+        assert!(
+            e.contains("hooks[1] (backup).name: hooks[0] has the same name"),
+            "{e}"
+        );
+        let e = error("phase: before-reconcile", "phase: before_reconcile");
+        assert!(
+            e.contains("before_reconcile") && e.contains("before-reconcile"),
+            "{e}"
+        );
+        let e = error("behaviour: async", "behaviour: fire-and-forget");
+        assert!(
+            e.contains("fire-and-forget") && e.contains("sync-enforce"),
+            "{e}"
+        );
+        let e = error("failurePolicy: Ignore", "failurePolicy: ignore");
+        assert!(e.contains("ignore") && e.contains("Ignore"), "{e}");
+        let e = error("    timeoutSeconds: 60", "    timeout: 60");
+        assert!(e.contains("timeout"), "{e}");
+        let e = error("  timeoutSeconds: 2", "  timeoutSeconds: 11");
+        assert!(
+            e.contains("default.timeoutSeconds is 11; it must be more than 0 and at most 10"),
+            "{e}"
+        );
+        let e = error("    concurrency: 1", "    concurrency: 0");
+        assert!(e.contains("hooks[0] (backup).concurrency is 0"), "{e}");
+        let e = error("command: [audit]", "command: []");
+        assert!(
+            e.contains("hooks[1] (audit).command: give the program"),
+            "{e}"
+        );
+        let e = error(
+            "kind: DatabaseTable }\n    phase: after",
+            "kind: \"\" }\n    phase: after",
+        );
+        assert!(e.contains("hooks[1] (audit).base.kind"), "{e}");
+        let many: String = (0..17)
+            .map(|i| {
+                format!(
+                    "  - {{name: h{i}, base: {{group: g, kind: K}}, phase: after-finalize, behaviour: sync-bypass, command: [x]}}\n"
+                )
+            })
+            .collect();
+        let e = load(&format!("{GOOD}hooks:\n{many}")).unwrap_err();
+        assert!(
+            e.contains("hooks: 17 are declared; the operator accepts at most 16"),
+            "{e}"
+        );
     }
 }

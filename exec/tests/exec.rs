@@ -1,7 +1,9 @@
 //! kplug-exec as a real process with real shell scripts: the conformance
-//! kit's every check, the request and environment a command gets, the exit
-//! code answers, the timeout killing the whole process group, and the
-//! concurrency bound.
+//! kit's every check (on a test plugin and on the SQLite shell example), the
+//! request and environment a command gets, the exit code answers of every
+//! call (reconcile, validate, default, hooks), the timeout killing the whole
+//! process group, the concurrency bound, what GetInfo declares, and
+//! `--check`'s messages.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,7 +11,11 @@ use std::time::Duration;
 use kplug_conformance::Options;
 use kplug_conformance::checks::Verdict;
 use kplug_proto::v1::plugin_client::PluginClient;
-use kplug_proto::v1::{Outcome, ReconcileRequest, ReconcileResponse};
+use kplug_proto::v1::{
+    Call, Capability, DefaultRequest, DefaultResponse, FailurePolicy, GetInfoRequest,
+    HookBehaviour, HookPhase, HookRequest, HookResponse, Operation, Outcome, ReconcileRequest,
+    ReconcileResponse, ValidateRequest, ValidateResponse,
+};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
@@ -94,21 +100,101 @@ impl Calls {
     }
 
     async fn reconcile(&self, name: &str) -> ReconcileResponse {
-        let object = json!({
-            "apiVersion": "example.com/v1", "kind": "Greeting",
-            "metadata": {"name": name, "namespace": "shop"}, "spec": {"salutation": "hi"},
-        });
         self.client
             .clone()
             .reconcile(ReconcileRequest {
                 implementation: "Calls".into(),
-                object: object.to_string().into_bytes(),
+                object: greeting(name).to_string().into_bytes(),
                 extensions: vec![],
             })
             .await
             .unwrap()
             .into_inner()
     }
+
+    async fn validate(&self, name: &str) -> Result<ValidateResponse, tonic::Status> {
+        self.client
+            .clone()
+            .validate(ValidateRequest {
+                implementation: "Calls".into(),
+                operation: Operation::Update as i32,
+                object: greeting(name).to_string().into_bytes(),
+                old_object: json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": name}})
+                    .to_string()
+                    .into_bytes(),
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    async fn default(&self, name: &str) -> Result<DefaultResponse, tonic::Status> {
+        self.client
+            .clone()
+            .default(DefaultRequest {
+                implementation: "Calls".into(),
+                operation: Operation::Create as i32,
+                object: greeting(name).to_string().into_bytes(),
+                old_object: vec![],
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    async fn hook(&self, hook: &str, name: &str) -> HookResponse {
+        let (phase, outcome, message) = match hook {
+            "check" => (HookPhase::BeforeReconcile, Outcome::Unspecified, ""),
+            _ => (
+                HookPhase::AfterFinalize,
+                Outcome::Failed,
+                "the table is locked",
+            ),
+        };
+        self.client
+            .clone()
+            .hook(HookRequest {
+                hook: hook.into(),
+                phase: phase as i32,
+                implementation: "Calls".into(),
+                object: greeting(name).to_string().into_bytes(),
+                extensions: vec![json!({"apiVersion": "example.com/v1", "kind": "GreetingExtra", "metadata": {"name": name}}).to_string().into_bytes()],
+                outcome: outcome as i32,
+                message: message.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+}
+
+fn greeting(name: &str) -> Value {
+    json!({
+        "apiVersion": "example.com/v1", "kind": "Greeting",
+        "metadata": {"name": name, "namespace": "shop"}, "spec": {"salutation": "hi"},
+    })
+}
+
+/// Waits until the process whose pid `file` holds no longer runs (gone, or
+/// a zombie waiting for init to reap it), and fails if it still runs after
+/// two seconds.
+async fn assert_gone(file: &Path) {
+    let pid: i32 = std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for _ in 0..100 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty()
+            || stat
+                .split(") ")
+                .nth(1)
+                .is_some_and(|rest| rest.starts_with('Z'))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the command's child {pid} still runs after its timeout");
 }
 
 impl Drop for Calls {
@@ -166,30 +252,7 @@ async fn a_command_past_its_timeout_is_killed_with_its_process_group() {
         response.message
     );
     // The script's own child (sleep 300) went with it.
-    let child: i32 = std::fs::read_to_string(calls.out.join("child"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let mut gone = false;
-    for _ in 0..100 {
-        // Gone, or a zombie waiting for init to reap it: no longer running.
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-        if stat.is_empty()
-            || stat
-                .split(") ")
-                .nth(1)
-                .is_some_and(|rest| rest.starts_with('Z'))
-        {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        gone,
-        "the command's child {child} still runs after the timeout"
-    );
+    assert_gone(&calls.out.join("child")).await;
     // And the plugin goes on serving.
     assert_eq!(calls.reconcile("env").await.outcome, Outcome::Ok as i32);
 }
@@ -211,5 +274,406 @@ async fn runs_of_a_command_never_exceed_its_concurrency() {
     for pair in lines.chunks(2) {
         let started = pair[0].strip_prefix("start ").expect(&log);
         assert_eq!(pair[1], format!("end {started}"), "runs overlapped:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn get_info_declares_the_manifests_calls_hooks_and_deadlines() {
+    let calls = Calls::start().await;
+    let info = calls
+        .client
+        .clone()
+        .get_info(GetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let reconcile = Capability::Reconcile as i32;
+    let (validate, default, hooks) = (
+        Capability::Validate as i32,
+        Capability::Default as i32,
+        Capability::Hooks as i32,
+    );
+    // No finalize command, no FINALIZE.
+    assert_eq!(info.capabilities, [reconcile, validate, default, hooks]);
+    let declared: Vec<_> = info
+        .hooks
+        .iter()
+        .map(|h| {
+            let base = h.base.as_ref().unwrap();
+            (
+                h.name.as_str(),
+                base.kind.as_str(),
+                h.phase,
+                h.behaviour,
+                h.order,
+            )
+        })
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            (
+                "check",
+                "Greeting",
+                HookPhase::BeforeReconcile as i32,
+                HookBehaviour::SyncEnforce as i32,
+                -1
+            ),
+            (
+                "notify",
+                "Farewell",
+                HookPhase::AfterFinalize as i32,
+                HookBehaviour::Async as i32,
+                0
+            ),
+        ]
+    );
+    // Each command's timeout and one second for its answer to arrive; the
+    // hooks share the longest hook's.
+    let policies: Vec<_> = info
+        .call_policies
+        .iter()
+        .map(|p| (p.call, p.deadline.unwrap().seconds, p.failure_policy))
+        .collect();
+    let unset = FailurePolicy::Unspecified as i32;
+    assert_eq!(
+        policies,
+        [
+            (Call::Reconcile as i32, 2, unset),
+            (Call::Validate as i32, 2, FailurePolicy::Ignore as i32),
+            (Call::Default as i32, 2, unset),
+            (Call::Hook as i32, 3, unset),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn validate_gets_the_admission_request_and_allows_or_refuses() {
+    let calls = Calls::start().await;
+    let allowed = calls.validate("env").await.unwrap();
+    assert!(
+        allowed.errors.is_empty() && allowed.warnings.is_empty(),
+        "{allowed:?}"
+    );
+    let env = std::fs::read_to_string(calls.out.join("validate-env")).unwrap();
+    assert_eq!(env, "validate Calls shop env");
+    let stdin: Value = serde_json::from_str(
+        &std::fs::read_to_string(calls.out.join("validate-stdin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stdin["call"], "validate");
+    assert_eq!(stdin["implementation"], "Calls");
+    assert_eq!(stdin["operation"], "UPDATE");
+    assert_eq!(stdin["object"]["spec"]["salutation"], "hi");
+    assert_eq!(stdin["oldObject"]["metadata"]["name"], "env");
+
+    // By JSON: field errors, with the value as JSON text.
+    let json = calls.validate("json").await.unwrap();
+    assert_eq!(json.errors.len(), 1, "{json:?}");
+    assert_eq!(
+        (
+            json.errors[0].path.as_str(),
+            json.errors[0].value.as_str(),
+            json.errors[0].message.as_str()
+        ),
+        ("spec.salutation", "\"yo\"", "too casual")
+    );
+    assert_eq!(json.warnings, ["be polite"]);
+
+    // By exit code: the whole object, with stderr as the message.
+    let refused = calls.validate("refuse").await.unwrap();
+    assert_eq!(refused.errors.len(), 1, "{refused:?}");
+    assert_eq!(refused.errors[0].path, "");
+    assert_eq!(
+        refused.errors[0].message,
+        "greetings named refuse are refused"
+    );
+}
+
+#[tokio::test]
+async fn a_validate_command_that_cannot_decide_fails_the_call_for_the_failure_policy() {
+    let calls = Calls::start().await;
+    let undecided = calls.validate("undecided").await.unwrap_err();
+    assert_eq!(undecided.code(), tonic::Code::Internal);
+    assert!(
+        undecided
+            .message()
+            .ends_with("could not decide (exit 75): the dictionary is unreachable"),
+        "{undecided:?}"
+    );
+    let crashed = calls.validate("crash").await.unwrap_err();
+    assert_eq!(crashed.code(), tonic::Code::Internal);
+    assert!(
+        crashed.message().contains("was killed by a signal"),
+        "{crashed:?}"
+    );
+    let slow = calls.validate("slow").await.unwrap_err();
+    assert_eq!(slow.code(), tonic::Code::Internal);
+    assert!(
+        slow.message()
+            .contains("ran past its timeout of 1 s and was killed"),
+        "{slow:?}"
+    );
+    assert_gone(&calls.out.join("validate-child")).await;
+}
+
+#[tokio::test]
+async fn default_answers_a_json_patch_or_nothing() {
+    let calls = Calls::start().await;
+    let patched = calls.default("patch").await.unwrap();
+    let patch: Value = serde_json::from_slice(&patched.patch).unwrap();
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/salutation", "value": "hello"}])
+    );
+    assert_eq!(patched.warnings, ["salutation defaulted"]);
+    let stdin: Value = serde_json::from_str(
+        &std::fs::read_to_string(calls.out.join("default-stdin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stdin["call"], "default");
+    assert_eq!(stdin["operation"], "CREATE");
+    assert_eq!(stdin["oldObject"], Value::Null);
+
+    let nothing = calls.default("nothing").await.unwrap();
+    assert!(
+        nothing.patch.is_empty() && nothing.warnings.is_empty(),
+        "{nothing:?}"
+    );
+    let outside = calls.default("outside").await.unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::Internal);
+    assert!(
+        outside.message().contains("\"/status/x\" is outside"),
+        "{outside:?}"
+    );
+    let broken = calls.default("broken").await.unwrap_err();
+    assert!(
+        broken
+            .message()
+            .ends_with("default.sh exited 2: no dictionary"),
+        "{broken:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_hook_gets_its_name_phase_and_the_outcome_and_answers_like_reconcile() {
+    let calls = Calls::start().await;
+    assert_eq!(calls.hook("check", "env").await.outcome, Outcome::Ok as i32);
+    let env = std::fs::read_to_string(calls.out.join("hook-env-check")).unwrap();
+    assert_eq!(env, "hook check before-reconcile Calls shop env ");
+    let stdin: Value =
+        serde_json::from_str(&std::fs::read_to_string(calls.out.join("hook-stdin.json")).unwrap())
+            .unwrap();
+    assert_eq!(stdin["call"], "hook");
+    assert_eq!(stdin["hook"], "check");
+    assert_eq!(stdin["phase"], "before-reconcile");
+    assert_eq!(stdin["outcome"], Value::Null);
+    assert_eq!(stdin["message"], "");
+    assert_eq!(stdin["extensions"][0]["kind"], "GreetingExtra");
+
+    // After the implementation's call: its outcome and message, and the
+    // hook's own env from the manifest.
+    assert_eq!(
+        calls.hook("notify", "env").await.outcome,
+        Outcome::Ok as i32
+    );
+    let env = std::fs::read_to_string(calls.out.join("hook-env-notify")).unwrap();
+    assert_eq!(env, "hook notify after-finalize Calls shop env bye");
+    let stdin: Value =
+        serde_json::from_str(&std::fs::read_to_string(calls.out.join("hook-stdin.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (&stdin["phase"], &stdin["outcome"], &stdin["message"]),
+        (
+            &json!("after-finalize"),
+            &json!("FAILED"),
+            &json!("the table is locked")
+        )
+    );
+
+    let retry = calls.hook("check", "retry").await;
+    assert_eq!(retry.outcome, Outcome::Retry as i32, "{retry:?}");
+    assert!(
+        retry
+            .message
+            .ends_with("asked to retry (exit 75): the backup disk is busy"),
+        "{retry:?}"
+    );
+    let failed = calls.hook("check", "fail").await;
+    assert_eq!(failed.outcome, Outcome::Failed as i32, "{failed:?}");
+    assert!(
+        failed
+            .message
+            .ends_with("hook.sh exited 3: the backup disk is full"),
+        "{failed:?}"
+    );
+    let json = calls.hook("check", "json").await;
+    assert_eq!(json.outcome, Outcome::Retry as i32, "{json:?}");
+    assert_eq!(json.retry_after.unwrap().seconds, 3);
+    assert_eq!(json.message, "copying");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&json.status).unwrap(),
+        json!({"lastBackup": "/backups/1"})
+    );
+    assert_eq!(json.events[0].reason, "BackedUp");
+    let unknown = calls.hook("nope", "env").await;
+    assert_eq!(unknown.outcome, Outcome::Failed as i32, "{unknown:?}");
+    assert_eq!(
+        unknown.message,
+        "kplug-exec has no hook \"nope\"; the manifest declares check, notify"
+    );
+    let conditions = calls.hook("check", "conditions").await;
+    assert_eq!(conditions.outcome, Outcome::Failed as i32, "{conditions:?}");
+    assert!(
+        conditions.message.contains("not a hook's response"),
+        "{conditions:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_hook_past_its_timeout_is_killed_with_its_children() {
+    let calls = Calls::start().await;
+    let started = std::time::Instant::now();
+    let slow = calls.hook("check", "slow").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(slow.outcome, Outcome::Failed as i32, "{slow:?}");
+    assert!(
+        slow.message
+            .contains("ran past its timeout of 1 s and was killed with its process group"),
+        "{slow:?}"
+    );
+    assert!(slow.message.ends_with(": started copying"), "{slow:?}");
+    assert_gone(&calls.out.join("hook-child")).await;
+    assert_eq!(calls.hook("check", "env").await.outcome, Outcome::Ok as i32);
+}
+
+#[tokio::test]
+async fn runs_of_a_hook_never_exceed_its_concurrency() {
+    let calls = Calls::start().await;
+    let names = ["serial-a", "serial-b", "serial-c"];
+    let responses = futures::future::join_all(names.iter().map(|n| calls.hook("check", n))).await;
+    assert!(
+        responses.iter().all(|r| r.outcome == Outcome::Ok as i32),
+        "{responses:?}"
+    );
+    let log = std::fs::read_to_string(calls.out.join("hook-log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 6, "{log}");
+    for pair in lines.chunks(2) {
+        let started = pair[0].strip_prefix("start ").expect(&log);
+        assert_eq!(pair[1], format!("end {started}"), "runs overlapped:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn check_says_what_is_wrong_with_a_manifest_and_where() {
+    let check = |yaml: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kplug-exec"))
+            .arg("--manifest")
+            .arg(&path)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            stderr,
+            path,
+        )
+    };
+    let good = std::fs::read_to_string(fixture("calls")).unwrap();
+    let (code, stdout, _, path) = check(&good);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        stdout.trim(),
+        format!(
+            "{}: plugin calls-sh 1.0.0, 1 offer(s), calls: reconcile, validate (failurePolicy Ignore), default, \
+             hook check (before-reconcile example.com/Greeting, sync-enforce, order -1), \
+             hook notify (after-finalize example.com/Farewell, async, order 0)",
+            path.display()
+        )
+    );
+    let cases = [
+        (
+            "name: check",
+            "name: Check",
+            "hooks[0] (Check).name: \"Check\" is not a DNS label",
+        ),
+        (
+            "name: notify",
+            "name: check",
+            "hooks[1] (check).name: hooks[0] has the same name",
+        ),
+        (
+            "phase: after-finalize",
+            "phase: afterFinalize",
+            "afterFinalize",
+        ),
+        (
+            "behaviour: async",
+            "behaviour: asynchronous",
+            "asynchronous",
+        ),
+        ("failurePolicy: Ignore", "failurePolicy: Allow", "Allow"),
+        (
+            "  timeoutSeconds: 1\n  failurePolicy",
+            "  timeoutSeconds: 30\n  failurePolicy",
+            "validate.timeoutSeconds is 30; it must be more than 0 and at most 10",
+        ),
+        ("    concurrency: 1\n", "    concurency: 1\n", "concurency"),
+    ];
+    for (from, to, expected) in cases {
+        assert!(good.contains(from), "{from}");
+        let (code, _, stderr, path) = check(&good.replacen(from, to, 1));
+        assert_eq!(code, Some(2), "{to}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("kplug-exec: manifest {}: ", path.display())),
+            "{stderr}"
+        );
+        assert!(stderr.contains(expected), "{to}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn the_sqlite_shell_example_passes_every_check_of_the_conformance_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/database-table/sqlite-shell-plugin/plugin.yaml");
+    let options = Options {
+        socket_dir: dir.path().join("sockets"),
+        // As a user would run it, with its data directory set.
+        command: vec![
+            "env".to_owned(),
+            format!(
+                "KPLUG_SQLITE_DATA_DIR={}",
+                dir.path().join("data").display()
+            ),
+            env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
+            "--manifest".to_owned(),
+            manifest.display().to_string(),
+        ],
+        only: None,
+        cases: None,
+        start_timeout: Duration::from_secs(30),
+    };
+    let outcomes = kplug_conformance::run(&options).await.unwrap();
+    let report = kplug_conformance::report::text("kplug-exec sqlite-shell-plugin", &outcomes);
+    for o in &outcomes {
+        assert!(!matches!(o.verdict, Verdict::Fail(_)), "{report}");
+        if o.check.name != "cases" {
+            assert!(
+                !matches!(o.verdict, Verdict::Skip(_)),
+                "{}:\n{report}",
+                o.check.name
+            );
+        }
     }
 }

@@ -17,8 +17,10 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use kplug_proto::v1::Call;
 
 type Metrics = Arc<prometheus_client::registry::Registry>;
+use crate::plugin::CallPolicies;
 use crate::reconcile::LastCalls;
 use crate::registry::Registry;
 
@@ -142,6 +144,18 @@ async fn plugins(State(state): State<AppState>) -> impl IntoResponse {
                         "extensions": o.extensions.iter().map(kind).collect::<Vec<_>>(),
                     })
                 }).collect::<Vec<_>>(),
+                // The hooks the operator calls (those it can: a known phase
+                // and behaviour), in declaration order.
+                "hooks": p.hooks().map(|h| serde_json::json!({
+                    "name": h.name,
+                    "base": h.base.as_ref().map(|k| serde_json::json!({"group": k.group, "kind": k.kind})),
+                    "phase": crate::reconcile::hook_phase_name(h.phase),
+                    "behaviour": crate::reconcile::hook_behaviour_name(h.behaviour),
+                    "order": h.order,
+                })).collect::<Vec<_>>(),
+                // Each call's deadline, in seconds, as resolved from the
+                // plugin's call policies and the operator's bounds.
+                "deadlines": deadlines(p.policies()),
             })
         })
         .collect();
@@ -153,6 +167,24 @@ async fn plugins(State(state): State<AppState>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
+}
+
+/// Each call's deadline in seconds, by call (`reconcile`, `hook`, ...).
+fn deadlines(policies: &CallPolicies) -> serde_json::Map<String, serde_json::Value> {
+    [
+        Call::Reconcile,
+        Call::Finalize,
+        Call::Hook,
+        Call::Validate,
+        Call::Default,
+    ]
+    .into_iter()
+    .map(|call| {
+        let name = call.as_str_name().trim_start_matches("CALL_");
+        let seconds = policies.deadline(call).as_secs_f64();
+        (name.to_ascii_lowercase(), serde_json::json!(seconds))
+    })
+    .collect()
 }
 
 /// The last plugin call of the object with `uid` this replica made, as

@@ -794,13 +794,7 @@ async fn an_impostor_implementation_is_refused_and_the_owner_keeps_its_objects()
         .delete("users", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("users is gone", T, || async {
-        match w.tables().get_opt("users").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "users", T).await;
     let calls = w.calls();
     assert!(
         calls.iter().all(|c| c["plugin"] != "aaa-evil"),

@@ -174,16 +174,7 @@ async fn delete_and_wait(w: &World, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the resource is gone", T, || async {
-        match w.tables().get_opt(name).await {
-            Ok(None) => Ok(()),
-            other => Err(format!(
-                "{:?}",
-                other.map(|o| o.map(|o| o.data.get("status").cloned()))
-            )),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), name, T).await;
 }
 
 fn ready(t: &kube::api::DynamicObject) -> Result<(), String> {
@@ -511,13 +502,7 @@ async fn an_impostor_offering_sqlite_is_refused_and_the_real_table_is_dropped() 
         .delete("ledger", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("ledger is gone", T, || async {
-        match w.tables().get_opt("ledger").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "ledger", T).await;
     assert!(
         !sqlite_has_table(&db, "ledger"),
         "deletionPolicy Delete dropped the real table, not an impostor"

@@ -579,13 +579,7 @@ async fn deletion_waits_for_finalize() {
         })
         .await;
     assert!(pending.metadata.deletion_timestamp.is_some());
-    kplug_testenv::eventually("users is gone", T, || async {
-        match w.tables().get_opt("users").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "users", T).await;
     let finalizes = w
         .calls()
         .into_iter()

@@ -167,13 +167,7 @@ async fn end_to_end(sdk: Sdk) {
         .delete("world", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the Greeting is gone", T, || async {
-        match w.api(&greeting_resource()).get_opt("world").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    w.until_gone(&greeting_resource(), "world", T).await;
     plugin_event(&w, "world", "SaidGoodbye", "goodbye, world").await;
 
     // Every Reconcile and Finalize call answered OK: none failed, timed out
@@ -194,11 +188,7 @@ async fn end_to_end(sdk: Sdk) {
 /// what it serves.
 async fn registered(w: &World, plugin: &Plugin) {
     kplug_testenv::eventually("the plugin is registered and ready", T, || async {
-        let body = http_get(w.metrics_port, "/plugins")
-            .await
-            .unwrap_or_default();
-        let json = body.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-        let listed: Value = serde_json::from_str(json).map_err(|e| format!("{e}: {body}"))?;
+        let listed = w.listed_plugins().await;
         let hello = listed["plugins"]
             .as_array()
             .and_then(|plugins| plugins.iter().find(|p| p["name"] == "hello"))

@@ -2,7 +2,9 @@
 //! `examples/database-table/sqlite-shell-plugin`, shell scripts run by
 //! kplug-exec, keeps a `DatabaseTable` in a SQLite file with the sqlite3
 //! tool: creates it with its index, adds a column, refuses a retype on the
-//! resource's conditions, and drops the table on delete.
+//! resource's conditions, and drops the table on delete; its hooks back
+//! the file up before a change of columns (sync-enforce: no backup, no
+//! change) and append to an audit log after each reconcile (async).
 
 mod support;
 
@@ -74,9 +76,13 @@ fn spec_columns(columns: &[(&str, &str)]) -> Value {
 }
 
 async fn set_columns(w: &World, columns: &[(&str, &str)]) {
+    set_columns_of(w, "orders", columns).await;
+}
+
+async fn set_columns_of(w: &World, table: &str, columns: &[(&str, &str)]) {
     w.tables()
         .patch(
-            "orders",
+            table,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"columns": spec_columns(columns)}})),
         )
@@ -221,18 +227,116 @@ async fn a_shell_plugin_keeps_a_table_in_sqlite() {
         .delete("orders", &DeleteParams::default())
         .await
         .unwrap();
-    kplug_testenv::eventually("the table is gone", T, || async {
-        match w.tables().get_opt("orders").await {
-            Ok(None) => Ok(()),
-            other => Err(format!(
-                "{:?}",
-                other.map(|o| o.map(|o| o.data.get("status").cloned()))
-            )),
-        }
-    })
-    .await;
+    w.until_gone(&table_resource(), "orders", T).await;
     assert!(
         columns_in(&db, "orders").is_empty(),
         "the table was not dropped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_plugins_hooks_back_up_before_a_change_and_audit_after() {
+    let w = world("sqlite-sh-hooks", &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("books.db");
+    let backups = data.path().join("backups");
+    let audit = data.path().join("audit.log");
+    let _plugin = shell_plugin(&w, data.path());
+    let two = [("id", "uint64"), ("amount", "float64")];
+    w.create(
+        &table_resource(),
+        json!({
+            "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",
+            "metadata": {"name": "ledger"},
+            "spec": {
+                "serverName": "books", "preferredImplementation": "SQLiteShell", "deletionPolicy": "Delete",
+                "columns": spec_columns(&two),
+            },
+        }),
+    )
+    .await;
+    w.table_until("ledger", "Ready on SQLiteShell", T, ready_on_shell)
+        .await;
+    // A new table: nothing to back up.
+    assert!(!backups.exists(), "a backup of a table that did not exist");
+
+    // A change of columns: the file is backed up first, with the old ones.
+    let three = [("id", "uint64"), ("amount", "float64"), ("note", "string")];
+    set_columns_of(&w, "ledger", &three).await;
+    let table = w
+        .table_until("ledger", "Ready with three columns", T, ready_on_shell)
+        .await;
+    assert_eq!(columns_in(&db, "ledger").len(), 3);
+    let backup = table
+        .data
+        .pointer("/status/hooks/sqlite-sh/backup/lastBackup")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("the backup hook's status: {}", table.data["status"]))
+        .to_owned();
+    assert!(
+        Path::new(&backup).starts_with(backups.join("books").join("ledger")),
+        "{backup}"
+    );
+    assert_eq!(
+        columns_in(Path::new(&backup), "ledger"),
+        pairs(&[("id", "UNSIGNED BIGINT"), ("amount", "DOUBLE")]),
+        "the backup holds the table as it was"
+    );
+    // The implementation's own status is still there, next to the hook's.
+    assert_eq!(table.data.pointer("/status/columns"), Some(&json!(3)));
+    w.until_events("ledger", "the backup hook's Event", |events| {
+        events
+            .iter()
+            .any(|(kind, reason, _)| kind == "Normal" && reason == "TableBackedUp")
+    })
+    .await;
+
+    // No backup, no change: with the backups directory unusable (a file in
+    // its place), the hook fails and the columns stay.
+    std::fs::remove_dir_all(&backups).unwrap();
+    std::fs::write(&backups, "not a directory").unwrap();
+    let four = [
+        ("id", "uint64"),
+        ("amount", "float64"),
+        ("note", "string"),
+        ("booked", "int64"),
+    ];
+    set_columns_of(&w, "ledger", &four).await;
+    let stopped = w
+        .table_until("ledger", "the backup hook stops the change", T, |t| {
+            expect_condition(t, "Reconciled", "False", "HookFailed")
+        })
+        .await;
+    let (_, _, message) = condition(&stopped, "Reconciled").unwrap();
+    assert!(
+        message.contains("hook backup of plugin sqlite-sh")
+            && message.contains("before-reconcile, sync-enforce")
+            && message.contains("SQLiteShell was not called"),
+        "{message}"
+    );
+    assert_eq!(columns_in(&db, "ledger").len(), 3, "the columns stayed");
+    // Fixed, the retry (with backoff) backs up and changes the table.
+    std::fs::remove_file(&backups).unwrap();
+    w.table_until("ledger", "Ready with four columns", T, ready_on_shell)
+        .await;
+    assert_eq!(columns_in(&db, "ledger").len(), 4);
+
+    // The async audit hook logged the reconciles, generation by generation.
+    let ns_name = format!("{}/ledger", w.ns);
+    kplug_testenv::eventually("audit lines for each generation", T, || async {
+        let log = std::fs::read_to_string(&audit).unwrap_or_default();
+        let generations: Vec<&str> = log
+            .lines()
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split('\t').collect();
+                (fields.get(1) == Some(&ns_name.as_str())).then(|| fields[2])
+            })
+            .collect();
+        ["1", "2", "3"]
+            .iter()
+            .all(|g| generations.contains(g))
+            .then_some(())
+            .ok_or(log)
+    })
+    .await;
 }

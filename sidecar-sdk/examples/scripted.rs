@@ -10,16 +10,27 @@
 //! - `SCRIPTED_LOG`: a file to which one JSON line per call is appended
 //!   (`{"call", "name", "generation", "spec", "extensions"}`).
 //!
+//! - `SCRIPTED_HOOKS`: hooks it declares for the base kind, comma-separated
+//!   `name:phase:behaviour:order` (e.g. `backup:before-reconcile:sync-enforce:10`);
+//! - `SCRIPTED_RECONCILE_DEADLINE`: seconds; declares a call policy for
+//!   Reconcile with that deadline.
+//!
 //! Per object, the annotation `kplug.test/behavior` picks what Reconcile
-//! does: `ok` (default), `fail`, `retry`, `hang`. `kplug.test/finalize-retries: N`
-//! makes the first N Finalize calls for the object answer RETRY (1 s).
+//! does: `ok` (default), `fail`, `retry`, `hang`, `sleep-<seconds>`.
+//! `kplug.test/finalize-retries: N` makes the first N Finalize calls for the
+//! object answer RETRY (1 s). `kplug.test/hook-<name>` picks what hook
+//! `<name>` does: `ok` (default; it writes `{"<name>": {"phase": ...}}` as
+//! its status), `fail`, `hang`.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
+use kplug_sidecar::{
+    Behaviour, BoxError, Call, CallPolicy, Hook, HookCall, Offer, Phase, Plugin, PluginInfo,
+    Request, Response,
+};
 use serde_json::json;
 
 struct Scripted {
@@ -40,8 +51,7 @@ fn annotation<'a>(request: &'a Request, key: &str) -> Option<&'a str> {
 
 impl Scripted {
     fn record(&self, call: &str, request: &Request) {
-        let Some(log) = &self.log else { return };
-        let line = json!({
+        self.record_line(json!({
             "call": call,
             "plugin": self.name,
             "version": self.version,
@@ -49,7 +59,11 @@ impl Scripted {
             "generation": request.object().generation(),
             "spec": request.object().spec(),
             "extensions": request.extensions().iter().map(|e| json!({"kind": e.kind(), "name": e.name(), "spec": e.spec()})).collect::<Vec<_>>(),
-        });
+        }));
+    }
+
+    fn record_line(&self, line: serde_json::Value) {
+        let Some(log) = &self.log else { return };
         let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(file, "{line}");
     }
@@ -64,7 +78,11 @@ impl Plugin for Scripted {
             "hang" => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
-            _ => {}
+            other => {
+                if let Some(seconds) = other.strip_prefix("sleep-").and_then(|s| s.parse().ok()) {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                }
+            }
         }
         let mut response = Response::ok()
             .message(format!("reconciled by {} {}", self.name, self.version))
@@ -113,6 +131,71 @@ impl Plugin for Scripted {
         }
         Ok(Response::ok().message("dropped nothing: scripted"))
     }
+
+    async fn hook(&self, call: HookCall) -> Result<Response, BoxError> {
+        let request = call.request();
+        let phase = call.phase().map(phase_name).unwrap_or("unknown");
+        self.record_line(json!({
+            "call": "Hook",
+            "plugin": self.name,
+            "hook": call.hook(),
+            "phase": phase,
+            "name": request.name(),
+            "implementation": request.implementation(),
+            "outcome": call.outcome().map(|o| o.as_str_name()),
+            "message": call.message(),
+        }));
+        let key = format!("kplug.test/hook-{}", call.hook());
+        match annotation(request, &key).unwrap_or("ok") {
+            "fail" => Ok(Response::failed(format!(
+                "scripted failure of hook {}",
+                call.hook()
+            ))),
+            "hang" => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(Response::ok())
+            }
+            _ => Ok(Response::ok()
+                .message(format!("hook {} ran", call.hook()))
+                .status(json!({ call.hook(): { "phase": phase } }))),
+        }
+    }
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::BeforeReconcile => "before-reconcile",
+        Phase::AfterReconcile => "after-reconcile",
+        Phase::BeforeFinalize => "before-finalize",
+        Phase::AfterFinalize => "after-finalize",
+    }
+}
+
+/// `name:phase:behaviour:order`, as in `SCRIPTED_HOOKS`.
+fn parse_hook(spec: &str, group: &str, kind: &str) -> Hook {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [name, phase, behaviour, order] = parts[..] else {
+        panic!("SCRIPTED_HOOKS entry {spec:?}: expected name:phase:behaviour:order");
+    };
+    let phase = [
+        Phase::BeforeReconcile,
+        Phase::AfterReconcile,
+        Phase::BeforeFinalize,
+        Phase::AfterFinalize,
+    ]
+    .into_iter()
+    .find(|p| phase_name(*p) == phase)
+    .unwrap_or_else(|| panic!("SCRIPTED_HOOKS entry {spec:?}: unknown phase {phase:?}"));
+    let behaviour = match behaviour {
+        "sync-enforce" => Behaviour::SyncEnforce,
+        "sync-bypass" => Behaviour::SyncBypass,
+        "async" => Behaviour::Async,
+        other => panic!("SCRIPTED_HOOKS entry {spec:?}: unknown behaviour {other:?}"),
+    };
+    let order = order
+        .parse()
+        .unwrap_or_else(|_| panic!("SCRIPTED_HOOKS entry {spec:?}: the order must be a number"));
+    Hook::new(name, group, kind, phase, behaviour).order(order)
 }
 
 fn env(key: &str, default: &str) -> String {
@@ -151,9 +234,23 @@ async fn main() -> Result<(), kplug_sidecar::Error> {
                 .expect("SCRIPTED_LOG must be writable"),
         )
     });
-    let info = PluginInfo::new(&name, &version)
+    let mut info = PluginInfo::new(&name, &version)
         .description("scripted test plugin")
         .offer(offer);
+    for spec in env("SCRIPTED_HOOKS", "")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        info = info.hook(parse_hook(spec, &group, &kind));
+    }
+    if let Ok(seconds) = std::env::var("SCRIPTED_RECONCILE_DEADLINE") {
+        let seconds: f64 = seconds
+            .parse()
+            .expect("SCRIPTED_RECONCILE_DEADLINE must be a number of seconds");
+        info = info.call_policy(
+            CallPolicy::new(Call::Reconcile).deadline(Duration::from_secs_f64(seconds)),
+        );
+    }
     let plugin = Scripted {
         name,
         version,

@@ -1,44 +1,47 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Reconcile: create the table, add and drop columns, keep the indexes the
 # DatabaseTableSqliteExtension lists. A column whose type changed is refused
 # (the Rust SQLite plugin rebuilds the table; this one stays short).
-set -eu
+set -euo pipefail
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 check_names
 
-sql_type() {
-    case "$1" in
-        int32) echo INTEGER ;; int64) echo BIGINT ;; uint64) echo 'UNSIGNED BIGINT' ;;
-        string) echo TEXT ;; bool) echo BOOLEAN ;; float64) echo DOUBLE ;; timestamp) echo TIMESTAMP ;;
-        *) return 1 ;;
-    esac
-}
-
-wanted=$(field '.object.spec.columns[]? | "\(.name)\t\(.type)"')
-[ -n "$wanted" ] || fail "a table needs at least one column"
-tab=$(printf '\t')
-existing=$(query "SELECT name, type FROM pragma_table_info('$table');")
-statements="" columns="" count=0 changes=""
-while IFS="$tab" read -r name type; do
+# The spec's columns, and the table's as they are (name -> declared type).
+declare -A wanted=() spec_type=() existing=()
+wanted_names=()
+while IFS=$'\t' read -r name type; do
+    [[ -n $name ]] || continue
     is_identifier "$name" || fail "column \"$name\" is not a SQL identifier; use lower-case letters, digits and '_'"
-    declared=$(sql_type "$type") || fail "column $name has type \"$type\"; use int32, int64, uint64, string, bool, float64 or timestamp"
-    count=$((count + 1))
+    declared=$(sql_type "$type") \
+        || fail "column $name has type \"$type\"; use one of $(type_names | jq -r 'join(", ")')"
+    wanted[$name]=$declared
+    spec_type[$name]=$type
+    wanted_names+=("$name")
+done < <(spec_columns)
+((${#wanted_names[@]} > 0)) || fail "a table needs at least one column"
+while IFS=$'\t' read -r name type; do
+    [[ -n $name ]] && existing[$name]=$type
+done < <(table_columns)
+
+statements="" columns="" changes=""
+for name in "${wanted_names[@]}"; do
+    declared=${wanted[$name]}
     columns="$columns${columns:+, }\"$name\" $declared"
-    current=$(printf '%s\n' "$existing" | awk -F "$tab" -v n="$name" '$1 == n { print $2 }')
-    if [ -n "$existing" ] && [ -z "$current" ]; then
-        statements="$statements ALTER TABLE \"$table\" ADD COLUMN \"$name\" $declared;"
-        changes="$changes added $name;"
-    elif [ -n "$current" ] && [ "$current" != "$declared" ]; then
-        fail "column $name is $current in $db, the spec says $type; the shell plugin does not retype columns" Unsupported
+    if ((${#existing[@]} > 0)); then
+        if [[ -z ${existing[$name]+set} ]]; then
+            statements="$statements ALTER TABLE \"$table\" ADD COLUMN \"$name\" $declared;"
+            changes="$changes added $name;"
+        elif [[ ${existing[$name]} != "$declared" ]]; then
+            fail "column $name is ${existing[$name]} in $db, the spec says ${spec_type[$name]}; the shell plugin does not retype columns" Unsupported
+        fi
     fi
-done <<COLUMNS
-$wanted
-COLUMNS
-if [ -z "$existing" ]; then
+done
+if ((${#existing[@]} == 0)); then
     statements="CREATE TABLE \"$table\" ($columns);"
 else
-    for name in $(printf '%s\n' "$existing" | cut -f1); do
-        printf '%s\n' "$wanted" | cut -f1 | grep -qx "$name" && continue
+    for name in "${!existing[@]}"; do
+        [[ -n ${wanted[$name]+set} ]] && continue
         statements="$statements ALTER TABLE \"$table\" DROP COLUMN \"$name\";"
         changes="$changes dropped $name;"
     done
@@ -46,25 +49,31 @@ fi
 
 # Indexes: the plugin owns kplug_sh_ix_<table>_<column>, and leaves others alone.
 prefix="kplug_sh_ix_${table}_"
-indexes=$(field '.extensions[]? | select(.kind == "DatabaseTableSqliteExtension") | .spec.indexes[]?')
-for column in $indexes; do
-    printf '%s\n' "$wanted" | cut -f1 | grep -qx "$column" \
+declare -A indexed=()
+indexes=()
+while read -r column; do
+    [[ -n $column ]] || continue
+    [[ -n ${wanted[$column]+set} ]] \
         || fail "the extension indexes column $column, which the table does not have" InvalidExtension
+    indexed[$column]=1
+    indexes+=("$column")
     statements="$statements CREATE INDEX IF NOT EXISTS \"$prefix$column\" ON \"$table\" (\"$column\");"
-done
-for index in $(query "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '$table' AND name LIKE '${prefix}%';"); do
-    printf '%s\n' $indexes | grep -qx "${index#"$prefix"}" && continue
-    statements="$statements DROP INDEX \"$index\";"
-done
+done < <(field '.extensions[]? | select(.kind == "DatabaseTableSqliteExtension") | .spec.indexes[]?')
+if [[ -f $db ]]; then
+    while read -r index; do
+        [[ -n $index && -z ${indexed[${index#"$prefix"}]+set} ]] || continue
+        statements="$statements DROP INDEX \"$index\";"
+    done < <(query "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '$table' AND name LIKE '${prefix}%';")
+fi
 
 error=$(sql "$statements" 2>&1) || fail "sqlite3 refused the change to $table in $db: $error" SqliteError
 rows=$(query "SELECT count(*) FROM \"$table\";")
 event=""
-if [ -z "$existing" ]; then event="TableCreated"; elif [ -n "$changes" ]; then event="TableAltered"; fi
-jq -n --arg table "$table" --arg db "$db" --argjson columns "$count" --argjson rows "$rows" \
+if ((${#existing[@]} == 0)); then event="TableCreated"; elif [[ -n $changes ]]; then event="TableAltered"; fi
+jq -n --arg table "$table" --arg db "$db" --argjson columns "${#wanted_names[@]}" --argjson rows "$rows" \
     --arg event "$event" --arg changes "${changes:- created}" \
     --arg extension "$(field '.extensions[]? | select(.kind == "DatabaseTableSqliteExtension") | .metadata.name')" \
-    --arg indexes "$indexes" '
+    --args '
     {
       outcome: "OK",
       message: "table \($table) in \($db): \($columns) columns",
@@ -73,5 +82,5 @@ jq -n --arg table "$table" --arg db "$db" --argjson columns "$count" --argjson r
       events: (if $event == "" then [] else [{reason: $event, message: "table \($table):\($changes)"}] end),
       extensionStatuses: (if $extension == "" then [] else
         [{target: {kind: "DatabaseTableSqliteExtension", name: $extension},
-          status: {table: $table, indexes: ($indexes | split("\n") | map(select(. != "")))}}] end)
-    }'
+          status: {table: $table, indexes: $ARGS.positional}}] end)
+    }' "${indexes[@]}"

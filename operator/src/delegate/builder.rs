@@ -16,7 +16,7 @@ use crate::backoff::{Backoff, FailureTracker};
 use crate::events::Events;
 use crate::extensions::{AllowList, Extensions};
 use crate::metrics::ReconcileMetrics;
-use crate::reconcile::{Core, Live, Settings};
+use crate::reconcile::{Core, HookQueue, Live, Settings};
 use crate::registry::Registry;
 use crate::share::Shares;
 use crate::target::Target;
@@ -123,6 +123,10 @@ where
             metrics.clone(),
             wake.clone(),
         );
+        let hook_queue = HookQueue::new(
+            self.settings.async_hook_queue,
+            metrics.hooks().queue().clone(),
+        );
         let core = Core {
             events: Events::new(self.client.clone(), self.reporter, None),
             client: self.client,
@@ -141,6 +145,7 @@ where
             shares: Shares::new(self.max_reconciles_per_plugin.into()),
             written: Arc::default(),
             last_calls: Arc::default(),
+            hook_queue,
         };
         Ok(Delegate {
             core: Arc::new(core),

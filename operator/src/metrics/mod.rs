@@ -15,17 +15,20 @@
 //! | `kplug_heartbeats_total` | counter | `result` | heartbeats received (`accepted`, `refused`) |
 //! | `kplug_registrations_refused_total` | counter | `reason` | heartbeats refused, by reason |
 //! | `kplug_reconcile_total` | counter | `outcome`, `plugin` | reconciles by outcome and the plugin that decided it (none while waiting); with `--selection all`, one per plugin called |
+//! | `kplug_hook_calls_total` | counter | `plugin`, `hook`, `phase`, `behaviour`, `outcome` | hook calls: `ok`, `retry`, `failed` (the hook's answer), `invalid`, `timeout`, `unavailable`, `error`, `dropped` (an async hook whose queue was full) |
+//! | `kplug_hook_queue_depth` | gauge | | async hook calls queued or running (at most `--async-hook-queue`) |
 //! | `kplug_objects` | gauge | `ready` | objects of the managed kind by their `Ready` condition (`true`, `false`, `unknown`: not written yet), read from the cache at each scrape |
 //! | `kplug_extension_watches` | gauge | | extension kinds watched |
 //! | `kplug_leader` | gauge | | 1 while this replica reconciles (the binary's) |
 //! | `kplug_admission_total` | counter | `webhook`, `plugin`, `outcome` | admission reviews (with `--webhook-addr`): per plugin asked, `allowed`, `defaulted`, `invalid` (field errors), `failed` (the call failed; refused under Fail), `ignored` (the call failed; admitted under Ignore); with `plugin` empty, `no_plugin_allowed`, `no_plugin_denied`, `bad_request` |
 
 mod admission;
+mod hooks;
 mod plugins;
 mod reconciles;
 
 pub(crate) use admission::AdmissionMetrics;
-
+pub(crate) use hooks::{HookId, HookMetrics};
 pub(crate) use plugins::{CallOutcome, PluginMetrics};
 pub(crate) use reconciles::{ReadyCounts, ReconcileMetrics};
 
@@ -76,6 +79,15 @@ mod tests {
         let reconciles = ReconcileMetrics::register(&mut registry);
         reconciles.count_reconcile("ok", "p");
         reconciles.count_objects_with(ReadyCounts::default);
+        reconciles.hooks().count(
+            HookId {
+                plugin: "p",
+                hook: "h",
+                phase: "before-reconcile",
+                behaviour: "async",
+            },
+            "ok",
+        );
         register_leader(&mut registry);
         AdmissionMetrics::register(&mut registry).count("validating", "p", "allowed");
         let mut names = BTreeSet::new();

@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::HookMetrics;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
@@ -92,6 +94,7 @@ pub(crate) struct ReconcileMetrics {
     reconciles: Family<OutcomeLabels, Counter>,
     extension_watches: Gauge,
     objects: Objects,
+    hooks: HookMetrics,
 }
 
 impl ReconcileMetrics {
@@ -109,7 +112,15 @@ impl ReconcileMetrics {
             metrics.extension_watches.clone(),
         );
         registry.register_collector(Box::new(metrics.objects.clone()));
-        metrics
+        Self {
+            hooks: HookMetrics::register(registry),
+            ..metrics
+        }
+    }
+
+    /// The hooks' metrics.
+    pub(crate) fn hooks(&self) -> &HookMetrics {
+        &self.hooks
     }
 
     /// Counts one reconcile outcome, decided by `plugin` (empty: none).

@@ -1,13 +1,14 @@
 //! Reconciling an object that is not being deleted: plan, record the
 //! choice, resolve the extensions, call the plugins, write the outcome.
 
+use kplug_proto::v1::HookPhase;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::plan::{self, Calls, Known, Plan};
 use super::wait::wait_for_plugin;
-use super::{Backend, Core, Outcome, ReconcileError, call, write};
+use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
 use crate::extensions::{Resolution, references};
 use crate::selection::Recorded;
 use crate::status::{Condition, OperatorConditions, types};
@@ -86,12 +87,30 @@ pub(super) async fn apply<B: Backend>(
     let mut outcomes = Vec::with_capacity(calls.targets.len());
     let mut plugin_conditions = Vec::new();
     for candidate in &calls.targets {
-        let called = call::reconcile(obj, core, candidate, &resolution.found).await;
-        if let Some((type_, reason, action, note)) = called.outcome.event() {
+        let found = &resolution.found;
+        let before = HookPhase::BeforeReconcile;
+        let outcome = match hooks::run(obj, core, before, candidate, found, None).await {
+            Some(stopped) => stopped,
+            None => {
+                let called = call::reconcile(obj, core, candidate, found).await;
+                if let Some((type_, reason, action, note)) = called.outcome.event() {
+                    write::event(core, obj, type_, reason, action, note).await;
+                }
+                plugin_conditions.extend(called.conditions);
+                let after = Some(hooks::After(&called.outcome));
+                let phase = HookPhase::AfterReconcile;
+                match hooks::run(obj, core, phase, candidate, found, after).await {
+                    Some(stopped) => stopped,
+                    None => called.outcome,
+                }
+            }
+        };
+        if let Outcome::HookStopped { .. } = outcome
+            && let Some((type_, reason, action, note)) = outcome.event()
+        {
             write::event(core, obj, type_, reason, action, note).await;
         }
-        outcomes.push(called.outcome);
-        plugin_conditions.extend(called.conditions);
+        outcomes.push(outcome);
     }
     let outcome = match <[Outcome; 1]>::try_from(outcomes) {
         Ok([one]) => one,

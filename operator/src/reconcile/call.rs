@@ -63,7 +63,7 @@ impl Sent {
 
 /// The extensions in `found` of the kinds `instance` declared for
 /// `implementation` of `base`; only those are sent.
-fn extensions_for(
+pub(super) fn extensions_for(
     instance: &PluginInstance,
     base: &GroupKind,
     implementation: &str,

@@ -2,15 +2,16 @@
 //! implementation's plugin, then the finalizer is removed. Also the first
 //! half of a move to another implementation ([`super::reselect`]).
 
-use kplug_proto::v1::Capability;
+use kplug_proto::v1::{Capability, HookPhase};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::apply::resolve;
+use super::outcome::Call;
 use super::plan::{self, FinalizePlan, Known};
 use super::wait::wait_for_plugin;
-use super::{Backend, Core, Outcome, ReconcileError, call, write};
+use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
 use crate::selection::{Candidate, Recorded};
 use crate::status::{Condition, OperatorConditions, types};
 
@@ -66,10 +67,28 @@ pub(super) async fn finalize_on<B: Backend>(
         let Some(_place) = core.shares.try_take(&candidate.plugin) else {
             return Ok(Some(Outcome::Busy));
         };
-        if !instance.has(Capability::Finalize) {
-            continue;
-        }
-        let outcome = call::finalize(obj, core, &instance, candidate, &resolution.found).await;
+        let found = &resolution.found;
+        let before = HookPhase::BeforeFinalize;
+        let outcome = match hooks::run(obj, core, before, candidate, found, None).await {
+            Some(stopped) => stopped,
+            None => {
+                let outcome = if instance.has(Capability::Finalize) {
+                    call::finalize(obj, core, &instance, candidate, found).await
+                } else {
+                    Outcome::Done {
+                        call: Call::Finalize,
+                        plugin: instance.label(),
+                        message: "no Finalize: nothing to clean up".into(),
+                    }
+                };
+                let after = Some(hooks::After(&outcome));
+                let phase = HookPhase::AfterFinalize;
+                match hooks::run(obj, core, phase, candidate, found, after).await {
+                    Some(stopped) => stopped,
+                    None => outcome,
+                }
+            }
+        };
         if let Outcome::Done { .. } = outcome {
             continue;
         }

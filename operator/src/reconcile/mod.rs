@@ -23,6 +23,7 @@
 mod apply;
 mod call;
 mod finalize;
+mod hooks;
 mod last_call;
 mod outcome;
 mod plan;
@@ -34,6 +35,9 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use hooks::{
+    HookQueue, behaviour_name as hook_behaviour_name, phase_name as hook_phase_name,
+};
 pub(crate) use last_call::{LastCall, LastCalls};
 pub(crate) use outcome::Outcome;
 pub use reselect::RESELECT;
@@ -46,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kplug_proto::v1::{
-    FinalizeRequest, FinalizeResponse, GroupKind, ReconcileRequest, ReconcileResponse,
+    FinalizeRequest, FinalizeResponse, GroupKind, HookPhase, ReconcileRequest, ReconcileResponse,
 };
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
@@ -138,6 +142,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
         plugin: &str,
         request: FinalizeRequest,
     ) -> impl Future<Output = Result<FinalizeResponse, CallError>> + Send;
+    /// The hooks ready plugins declared for `base` at `phase`, in calling
+    /// order.
+    fn hooks(&self, base: &GroupKind, phase: HookPhase) -> Vec<hooks::Declared>;
     /// Reads the extensions `base` references.
     fn resolve(
         &self,
@@ -204,6 +211,10 @@ impl Backend for Live {
             .await
     }
 
+    fn hooks(&self, base: &GroupKind, phase: HookPhase) -> Vec<hooks::Declared> {
+        hooks::ordered(self.registry.ready(), base, phase)
+    }
+
     async fn resolve(&self, base: &DynamicObject, refs: &[ExtensionRef]) -> Resolution {
         self.extensions.resolve(base, refs).await
     }
@@ -235,6 +246,8 @@ pub(crate) struct Core<B> {
     pub(crate) written: Arc<Written>,
     /// The last plugin call of each object (`kubectl kplug why`).
     pub(crate) last_calls: Arc<LastCalls>,
+    /// Async hook calls waiting to run.
+    pub(crate) hook_queue: HookQueue,
 }
 
 impl<B> Core<B> {

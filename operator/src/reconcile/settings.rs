@@ -58,6 +58,9 @@ pub struct Settings {
     pub field_manager: String,
     /// Requeue after a successful reconcile, to catch drift.
     pub resync: Duration,
+    /// Async hook calls that may wait to run; more are dropped, with a
+    /// Warning Event.
+    pub async_hook_queue: usize,
 }
 
 impl Default for Settings {
@@ -69,6 +72,7 @@ impl Default for Settings {
             finalizer: "kplug.io/finalizer".into(),
             field_manager: "kplug-operator".into(),
             resync: Duration::from_secs(600),
+            async_hook_queue: 256,
         }
     }
 }

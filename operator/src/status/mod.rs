@@ -32,7 +32,7 @@ mod response;
 pub use conditions::{
     Condition, OperatorConditions, find_condition, mark_trace, render_conditions,
 };
-pub use response::{Checked, PluginEvent, check_finalize, check_reconcile};
+pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;

@@ -112,6 +112,32 @@ pub fn check_finalize(
     })
 }
 
+/// Checks a Hook response: what is written (under `status.hooks.<plugin>`)
+/// is `status`, and the Events may regard the base or an extension sent.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn check_hook(
+    resp: v1::HookResponse,
+    base: &DynamicObject,
+    sent: &[DynamicObject],
+) -> Result<Checked, String> {
+    let status = if resp.status.is_empty() {
+        None
+    } else {
+        Some(json_object(&resp.status, "status")?)
+    };
+    Ok(Checked {
+        outcome: check_outcome(resp.outcome)?,
+        message: limits::truncate_message(&resp.message),
+        retry_after: retry_after(resp.retry_after),
+        status,
+        extension_statuses: Vec::new(),
+        conditions: Vec::new(),
+        events: check_events(resp.events, base, sent)?,
+    })
+}
+
 fn check_outcome(outcome: i32) -> Result<Outcome, String> {
     match Outcome::try_from(outcome) {
         Ok(Outcome::Unspecified) => {

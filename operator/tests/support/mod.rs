@@ -603,6 +603,23 @@ impl World {
         .await
     }
 
+    /// Waits until object `name` of resource `ar` is gone (deleted and
+    /// finalized); on a timeout, says what its status still was.
+    pub async fn until_gone(&self, ar: &ApiResource, name: &str, timeout: Duration) {
+        let api = self.api(ar);
+        kplug_testenv::eventually(&format!("{name} is gone"), timeout, || async {
+            match api.get_opt(name).await {
+                Ok(None) => Ok(()),
+                Ok(Some(o)) => Err(format!(
+                    "still there; status: {}",
+                    o.data.get("status").cloned().unwrap_or_default()
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await;
+    }
+
     /// Waits until `series` on `/metrics` has a value that `holds`.
     pub async fn until_metric(
         &self,
@@ -637,6 +654,16 @@ impl World {
             |v| v >= 1.0,
         )
         .await;
+    }
+
+    /// The operator's `/plugins` (what `kubectl kplug plugins` reads), as
+    /// JSON; `Null` when it does not answer.
+    pub async fn listed_plugins(&self) -> Value {
+        let body = http_get(self.metrics_port, "/plugins")
+            .await
+            .unwrap_or_default();
+        let json = body.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        serde_json::from_str(json).unwrap_or(Value::Null)
     }
 
     pub async fn metrics(&self) -> String {

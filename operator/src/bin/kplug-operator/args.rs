@@ -70,6 +70,11 @@ pub(crate) struct Args {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     call_timeout: Duration,
 
+    /// Async hook calls that may wait to run (4 run at once); when the
+    /// queue is full a call is dropped, with a HookDropped Warning Event
+    #[arg(long, default_value_t = 256)]
+    async_hook_queue: usize,
+
     /// Deadline of each Validate and Default call (admission), unless the
     /// plugin declares its own (kept within [1s, 10s]). Keep it below the
     /// webhook's timeout: the API server waits for the whole admission
@@ -440,6 +445,7 @@ impl Args {
                 preferred_field: path(&self.preferred_field),
                 finalizer: self.finalizer,
                 resync: self.resync,
+                async_hook_queue: self.async_hook_queue,
                 ..Settings::default()
             },
             metrics_addr: Some(self.metrics_addr),

@@ -52,6 +52,34 @@ pub(crate) struct Plugin {
     pub(crate) ready: bool,
     pub(crate) last_heartbeat_seconds_ago: f64,
     pub(crate) offers: Vec<Offer>,
+    /// Its hooks (an older operator reports none).
+    #[serde(default)]
+    pub(crate) hooks: Vec<Hook>,
+}
+
+/// A hook a plugin declared, which the operator calls.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Hook {
+    pub(crate) name: String,
+    pub(crate) base: Option<GroupKind>,
+    pub(crate) phase: String,
+    pub(crate) behaviour: String,
+    pub(crate) order: i32,
+}
+
+impl std::fmt::Display for Hook {
+    /// `check: before-reconcile sync-enforce (order 5) of DatabaseTable.myorg.org`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} {} (order {})",
+            self.name, self.phase, self.behaviour, self.order
+        )?;
+        match &self.base {
+            Some(base) => write!(f, " of {base}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What a plugin serves.

@@ -23,6 +23,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         "READY".into(),
         "LAST HEARTBEAT".into(),
         "OFFERS".into(),
+        "HOOKS".into(),
     ]];
     for replica in &replicas {
         if replica.plugins.is_empty() {
@@ -53,6 +54,12 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
                 plugin.ready.to_string(),
                 format!("{:.0}s ago", plugin.last_heartbeat_seconds_ago),
                 offers.join("; "),
+                plugin
+                    .hooks
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
             ]);
         }
     }

@@ -17,6 +17,7 @@ impl Outcome {
             | Self::Invalid { .. }
             | Self::StatusRefused { .. }
             | Self::NotSupported { .. } => Some("failed"),
+            Self::HookStopped { .. } => Some("hook_failed"),
             Self::WaitingForPlugin | Self::WaitingForExtensions => Some("waiting"),
             Self::Busy => Some("busy"),
             Self::Finalized => Some("finalized"),
@@ -52,6 +53,7 @@ impl Outcome {
             | Self::Failed { plugin, .. }
             | Self::Invalid { plugin, .. }
             | Self::StatusRefused { plugin, .. }
+            | Self::HookStopped { plugin, .. }
             | Self::NotSupported { plugin } => {
                 // A label is `name version`; a plugin name has no spaces
                 // (kplug_proto::rules::validate_plugin_name).

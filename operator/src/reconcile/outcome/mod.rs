@@ -75,6 +75,19 @@ pub(crate) enum Outcome {
     },
     /// The chosen plugin does not advertise Reconcile.
     NotSupported { plugin: String },
+    /// A `sync-enforce` hook did not succeed, so the step stopped.
+    HookStopped {
+        /// The label of the plugin that declared the hook.
+        plugin: String,
+        hook: String,
+        /// e.g. `before-reconcile`.
+        phase: &'static str,
+        /// The implementation the step is for.
+        implementation: String,
+        message: String,
+        /// The hook's `retry_after`, with RETRY.
+        retry_after: Option<Duration>,
+    },
     /// Several plugins were called (`--selection all`), in order.
     All(Vec<Outcome>),
     /// Waiting for a plugin; the registry wakes the object.
@@ -139,6 +152,7 @@ impl Outcome {
             Self::Invalid { .. } => "InvalidPluginResponse",
             Self::StatusRefused { .. } => "StatusWriteFailed",
             Self::NotSupported { .. } => "NotSupported",
+            Self::HookStopped { .. } => "HookFailed",
             Self::All(_) => "Reconciled",
             Self::WaitingForPlugin | Self::Woken | Self::Queued => "WaitingForPlugin",
             Self::WaitingForExtensions => "WaitingForExtensions",
@@ -151,7 +165,7 @@ impl Outcome {
     }
 
     /// What a person reads in the condition and the Event.
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Self::Done {
                 plugin, message, ..
@@ -185,6 +199,26 @@ impl Outcome {
             Self::NotSupported { plugin } => {
                 format!("plugin {plugin} does not advertise Reconcile")
             }
+            Self::HookStopped {
+                plugin,
+                hook,
+                phase,
+                implementation,
+                message,
+                ..
+            } => {
+                let stopped = match *phase {
+                    "before-reconcile" => format!("{implementation} was not called"),
+                    "after-reconcile" => "the object is not Ready until it succeeds".to_owned(),
+                    "before-finalize" => {
+                        format!("{implementation}'s Finalize was not called; the finalizer stays")
+                    }
+                    _ => "the finalizer stays until it succeeds".to_owned(),
+                };
+                format!(
+                    "hook {hook} of plugin {plugin} ({phase}, sync-enforce) did not succeed: {message}; {stopped}"
+                )
+            }
             Self::All(outcomes) => combine(outcomes).message,
             Self::WaitingForPlugin | Self::Woken | Self::Queued => {
                 "the plugin is called once it is available".into()
@@ -216,6 +250,13 @@ impl Outcome {
             | Self::CallFailed { call, .. }
             | Self::Invalid { call, .. } => (*call, self.reason()),
             Self::StatusRefused { .. } => (Call::Reconcile, self.reason()),
+            // The action is the step that stopped: kube's recorder folds
+            // Events with one reason and action into a series, and a
+            // bypass hook's failure on the same object is a `Hook` action.
+            Self::HookStopped { phase, .. } if phase.ends_with("finalize") => {
+                (Call::Finalize, self.reason())
+            }
+            Self::HookStopped { .. } => (Call::Reconcile, self.reason()),
             _ => return None,
         };
         Some((EventType::Warning, reason, call.name(), self.message()))
@@ -238,8 +279,13 @@ impl Outcome {
                 failures.reset(uid);
                 Some(resync)
             }
-            Self::Retry { after, .. } => Some(*after),
+            Self::Retry { after, .. }
+            | Self::HookStopped {
+                retry_after: Some(after),
+                ..
+            } => Some(*after),
             Self::Failed { .. }
+            | Self::HookStopped { .. }
             | Self::CallFailed { .. }
             | Self::Invalid { .. }
             | Self::StatusRefused { .. }

@@ -201,6 +201,15 @@ impl Backend for FakeBackend {
         next(&self.finalizes, plugin, "Finalize")
     }
 
+    fn hooks(
+        &self,
+        _base: &GroupKind,
+        _phase: kplug_proto::v1::HookPhase,
+    ) -> Vec<crate::reconcile::hooks::Declared> {
+        // Hooks are called on real plugin processes (operator/tests/hooks.rs).
+        Vec::new()
+    }
+
     async fn resolve(&self, base: &DynamicObject, refs: &[ExtensionRef]) -> Resolution {
         let mut resolution = Resolution::default();
         if self.unsynced.load(Ordering::Acquire) && !refs.is_empty() {

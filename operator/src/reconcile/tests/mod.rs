@@ -71,6 +71,7 @@ impl World {
             shares: Shares::new(per_plugin),
             written: Arc::default(),
             last_calls: Arc::default(),
+            hook_queue: super::HookQueue::new(1, Default::default()),
         };
         core.backend.set_grace([None]);
         Self { api, core, metrics }
