@@ -139,14 +139,13 @@ func Allowed() *Validation { return &Validation{} }
 
 // WithError refuses the value at path ("" for the object as a whole);
 // value is sent as JSON text (a string keeps its quotes). A value that
-// cannot be encoded as JSON is sent as the text of the encoding error.
+// cannot be encoded as JSON is sent as no value, as the Rust SDK does.
 func (v *Validation) WithError(path string, value any, message string) *Validation {
 	encoded, err := marshal(value)
-	text := string(encoded)
 	if err != nil {
-		text = fmt.Sprintf("(not JSON: %v)", err)
+		encoded = nil
 	}
-	v.errors = append(v.errors, FieldError{Path: path, Value: text, Message: message})
+	v.errors = append(v.errors, FieldError{Path: path, Value: string(encoded), Message: message})
 	return v
 }
 

@@ -35,6 +35,10 @@ func TestValidationIsBoundedLikeEverySDK(t *testing.T) {
 	if got := Allowed().WithError("a", []any{"a", 1, nil}, "m").Errors()[0].Value; got != `["a",1,null]` {
 		t.Errorf("value %s", got)
 	}
+	// A value JSON cannot carry is sent as no value, as the Rust SDK does.
+	if got := Allowed().WithError("a", make(chan int), "m").Errors()[0].Value; got != "" {
+		t.Errorf("value %s", got)
+	}
 }
 
 func TestDefaultsOutsideTheAllowedPathsAreAPluginBug(t *testing.T) {

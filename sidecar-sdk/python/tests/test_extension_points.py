@@ -333,6 +333,8 @@ def test_validation_is_bounded_like_every_sdk() -> None:
     assert not verdict.is_allowed
     assert kplug.Validation.allowed().warning("fine").is_allowed
     assert len(kplug.Validation().error_at("a", "y" * 2000).to_proto().errors[0].message) == 1024
+    # A value JSON cannot carry is sent as no value, as the Rust SDK does.
+    assert kplug.Validation().error("a", {1, 2}, "m").errors[0].value == ""
 
 
 @pytest.mark.parametrize("path", ["/status/x", "/metadata/name", "/specx", "spec/x", ""])

@@ -199,12 +199,18 @@ export class Validation {
 
   /**
    * Refuses the value at `path` (`""` for the object as a whole); `value` is
-   * sent as JSON text (a string keeps its quotes).
-   *
-   * @throws {InvalidResponseError} when `value` cannot be encoded as JSON.
+   * sent as JSON text (a string keeps its quotes). A value JSON cannot carry
+   * (undefined, a cycle, a BigInt, NaN) is sent as no value, as the Rust SDK
+   * does.
    */
   error(path: string, value: unknown, message: string): this {
-    this.#errors.push({ path, value: jsonText(value, `the value at ${JSON.stringify(path)}`), message });
+    let text = "";
+    try {
+      text = jsonText(value, `the value at ${JSON.stringify(path)}`);
+    } catch {
+      // sent without a value
+    }
+    this.#errors.push({ path, value: text, message });
     return this;
   }
 

@@ -285,6 +285,8 @@ describe("extension points", () => {
     assert.ok(!verdict.allowed);
     assert.ok(Validation.allowed().warning("fine").allowed);
     assert.equal(Validation.allowed().errorAt("a", "y".repeat(2000)).toValidateResponse().errors[0]?.message.length, 1024);
+    // A value JSON cannot carry is sent as no value, as the Rust SDK does.
+    assert.equal(Validation.allowed().error("a", 1n, "m").errors[0]?.value, "");
   });
 
   it("refuse defaults outside the allowed paths at once", () => {

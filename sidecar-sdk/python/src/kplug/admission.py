@@ -180,8 +180,13 @@ class Validation:
 
     def error(self, path: str, value: Any, message: str) -> Self:
         """Refuse the value at ``path`` (``""`` for the object as a whole); ``value`` is sent as
-        JSON text (a string keeps its quotes)."""
-        self.errors.append(FieldError(path, _json_text(value, f"the value at {path!r}"), message))
+        JSON text (a string keeps its quotes). A value JSON cannot carry is sent as no value, as
+        the Rust SDK does."""
+        try:
+            text = _json_text(value, f"the value at {path!r}")
+        except ValueError:
+            text = ""
+        self.errors.append(FieldError(path, text, message))
         return self
 
     def error_at(self, path: str, message: str) -> Self:
