@@ -101,8 +101,10 @@ class AdmissionRequest:
         return cls.decode(
             implementation,
             operation.value,
-            encode_for_request("the object", object),
-            b"" if old_object is None else encode_for_request("the old object", old_object),
+            encode_for_request("AdmissionRequest.from_json: the object", object),
+            b""
+            if old_object is None
+            else encode_for_request("AdmissionRequest.from_json: the old object", old_object),
         )
 
     @property

@@ -100,8 +100,11 @@ class Request:
         """
         return cls.decode(
             implementation,
-            encode_for_request("the base object", object),
-            [encode_for_request(f"extension #{i}", e) for i, e in enumerate(extensions)],
+            encode_for_request("Request.from_json: the base object", object),
+            [
+                encode_for_request(f"Request.from_json: extension #{i}", e)
+                for i, e in enumerate(extensions)
+            ],
         )
 
     @property
@@ -171,7 +174,7 @@ def encode_for_request(what: str, value: Mapping[str, Any] | str | bytes) -> byt
         return json.dumps(value, allow_nan=False).encode()
     except (TypeError, ValueError) as e:
         raise InvalidRequestError(
-            f"from_json: {what} cannot be encoded as JSON: {e}; pass what the API "
+            f"{what} cannot be encoded as JSON: {e}; pass what the API "
             "server would serve (dicts, lists, strings, numbers, booleans, None)"
         ) from e
 
