@@ -5,8 +5,9 @@
 
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
-    Capability, ConditionStatus, EventType, FinalizeRequest, GetInfoRequest, ObjectRef, Outcome,
-    ProbeRequest, ReconcileRequest,
+    Call, Capability, ConditionStatus, DefaultRequest, EventType, FailurePolicy, FinalizeRequest,
+    GetInfoRequest, HookBehaviour, HookPhase, HookRequest, ObjectRef, Operation, Outcome,
+    ProbeRequest, ReconcileRequest, ValidateRequest,
 };
 use serde_json::{Value, json};
 use tonic::transport::Channel;
@@ -57,6 +58,21 @@ async fn run_case(
                     })
                 }).collect::<Vec<_>>(),
                 "capabilities": info.capabilities.iter().map(|c| capability_name(*c)).collect::<Vec<_>>(),
+                "hooks": info.hooks.iter().map(|h| {
+                    let base = h.base.clone().unwrap_or_default();
+                    json!({
+                        "name": h.name,
+                        "base": {"group": base.group, "kind": base.kind},
+                        "phase": enum_name(HookPhase::try_from(h.phase).ok().map(|p| p.as_str_name()), "HOOK_PHASE_"),
+                        "behaviour": enum_name(HookBehaviour::try_from(h.behaviour).ok().map(|b| b.as_str_name()), "HOOK_BEHAVIOUR_"),
+                        "order": h.order,
+                    })
+                }).collect::<Vec<_>>(),
+                "call_policies": info.call_policies.iter().map(|p| json!({
+                    "call": enum_name(Call::try_from(p.call).ok().map(|c| c.as_str_name()), "CALL_"),
+                    "deadline_seconds": retry_after(p.deadline.as_ref()),
+                    "failure_policy": enum_name(FailurePolicy::try_from(p.failure_policy).ok().map(|f| f.as_str_name()), "FAILURE_POLICY_"),
+                })).collect::<Vec<_>>(),
             })
         }
         "Probe" => {
@@ -116,9 +132,110 @@ async fn run_case(
                 "events": events(&r.events),
             })
         }
+        "Validate" => {
+            let (implementation, operation, object, old_object) = encode_admission(request)?;
+            match client
+                .validate(ValidateRequest {
+                    implementation,
+                    operation,
+                    object,
+                    old_object,
+                })
+                .await
+            {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    json!({
+                        "errors": r.errors.iter().map(|e| json!({
+                            "path": e.path, "value": e.value, "message": e.message,
+                        })).collect::<Vec<_>>(),
+                        "warnings": r.warnings,
+                    })
+                }
+                Err(status) => grpc_error(&status, expect, "Validate")?,
+            }
+        }
+        "Default" => {
+            let (implementation, operation, object, old_object) = encode_admission(request)?;
+            match client
+                .default(DefaultRequest {
+                    implementation,
+                    operation,
+                    object,
+                    old_object,
+                })
+                .await
+            {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    json!({"patch": status_json(&r.patch)?, "warnings": r.warnings})
+                }
+                Err(status) => grpc_error(&status, expect, "Default")?,
+            }
+        }
+        "Hook" => {
+            let (implementation, object, extensions) = encode(request)?;
+            let phase = request["phase"].as_str().unwrap_or_default();
+            let outcome = request["outcome"].as_str().unwrap_or("UNSPECIFIED");
+            let r = client
+                .hook(HookRequest {
+                    hook: request["hook"].as_str().unwrap_or_default().to_owned(),
+                    phase: HookPhase::from_str_name(&format!("HOOK_PHASE_{phase}"))
+                        .ok_or_else(|| format!("unknown phase {phase:?} in the cases file"))?
+                        as i32,
+                    implementation,
+                    object,
+                    extensions,
+                    outcome: Outcome::from_str_name(&format!("OUTCOME_{outcome}"))
+                        .ok_or_else(|| format!("unknown outcome {outcome:?} in the cases file"))?
+                        as i32,
+                    message: request["message"].as_str().unwrap_or_default().to_owned(),
+                })
+                .await
+                .map_err(failed("Hook"))?
+                .into_inner();
+            json!({
+                "outcome": outcome_name(r.outcome),
+                "message": r.message,
+                "retry_after_seconds": retry_after(r.retry_after.as_ref()),
+                "status": status_json(&r.status)?,
+                "events": events(&r.events),
+            })
+        }
         other => return Err(format!("unknown rpc {other:?} in the cases file")),
     };
     compare(rpc, actual, expect)
+}
+
+/// A gRPC error where the case expects one (`grpc_code`), in the cases'
+/// shape: `{grpc_code, message}`.
+fn grpc_error(status: &tonic::Status, expect: &Value, rpc: &'static str) -> Result<Value, String> {
+    if expect.get("grpc_code").is_none() {
+        return Err(failed(rpc)(status.clone()));
+    }
+    Ok(json!({"grpc_code": code_name(status.code()), "message": status.message()}))
+}
+
+/// The gRPC code's name as the cases write it (`INVALID_ARGUMENT`).
+fn code_name(code: tonic::Code) -> String {
+    let camel = format!("{code:?}");
+    let mut name = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
+}
+
+/// An enum value's name without its prefix (`HOOK_PHASE_AFTER_RECONCILE`
+/// is `AFTER_RECONCILE`); `UNKNOWN` for a number the protocol lacks.
+fn enum_name(name: Option<&'static str>, prefix: &str) -> String {
+    name.map_or_else(
+        || "UNKNOWN".to_owned(),
+        |n| n.strip_prefix(prefix).unwrap_or(n).to_owned(),
+    )
 }
 
 /// The message for a call that got a gRPC error instead of an answer.
@@ -136,7 +253,7 @@ fn failed(rpc: &'static str) -> impl Fn(tonic::Status) -> String {
 /// message may be expected as a substring (`message_contains`).
 fn compare(rpc: &str, mut actual: Value, expect: &Value) -> Result<(), String> {
     let mut want = expect.as_object().cloned().unwrap_or_default();
-    if matches!(rpc, "Reconcile" | "Finalize") {
+    if matches!(rpc, "Reconcile" | "Finalize" | "Hook") || want.contains_key("grpc_code") {
         let map = actual
             .as_object_mut()
             .expect("answers are built as objects");
@@ -165,6 +282,9 @@ fn capability_name(c: i32) -> &'static str {
     match Capability::try_from(c) {
         Ok(Capability::Reconcile) => "RECONCILE",
         Ok(Capability::Finalize) => "FINALIZE",
+        Ok(Capability::Validate) => "VALIDATE",
+        Ok(Capability::Default) => "DEFAULT",
+        Ok(Capability::Hooks) => "HOOKS",
         _ => "UNSPECIFIED",
     }
 }
@@ -259,6 +379,22 @@ fn encode(request: &Value) -> Result<Encoded, String> {
     Ok((implementation.to_owned(), object, extensions))
 }
 
+/// A case's admission request as the wire carries it: implementation,
+/// operation, object bytes, old object bytes (empty when the case has none).
+type EncodedAdmission = (String, i32, Vec<u8>, Vec<u8>);
+
+fn encode_admission(request: &Value) -> Result<EncodedAdmission, String> {
+    let (implementation, object, _) = encode(request)?;
+    let operation = request["operation"].as_str().unwrap_or("UNSPECIFIED");
+    let operation = Operation::from_str_name(&format!("OPERATION_{operation}"))
+        .ok_or_else(|| format!("unknown operation {operation:?} in the cases file"))?;
+    let old_object = match request.get("old_object") {
+        Some(old) => serde_json::to_vec(old).map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    Ok((implementation, operation as i32, object, old_object))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +420,15 @@ mod tests {
                 .unwrap_err()
                 .contains("expected \"boom\"")
         );
+    }
+
+    #[test]
+    fn grpc_codes_are_named_as_in_the_cases() {
+        assert_eq!(code_name(tonic::Code::InvalidArgument), "INVALID_ARGUMENT");
+        assert_eq!(code_name(tonic::Code::Internal), "INTERNAL");
+        let expect = json!({"grpc_code": "INTERNAL", "message_contains": "boom"});
+        let got = json!({"grpc_code": "INTERNAL", "message": "ConformanceError: boom"});
+        assert_eq!(compare("Validate", got, &expect), Ok(()));
     }
 
     #[test]

@@ -55,13 +55,111 @@ class Conformance(kplug.Plugin):
         _add_events(response, request, c)
         return response
 
+    async def validate(self, request: kplug.AdmissionRequest) -> kplug.Validation:
+        c = _spec_directives(request.spec)
+        if c.get("action") == "raise":
+            raise ConformanceError(c.get("message", ""))
+        verdict = kplug.Validation.allowed()
+        for error in c.get("errors", []):
+            if "value" in error:
+                verdict.error(error["path"], error["value"], error["message"])
+            else:
+                verdict.error_at(error["path"], error["message"])
+        for warning in c.get("warnings", []):
+            verdict.warning(warning)
+        if c.get("echo"):
+            old = request.old_object
+            old_text = "none" if old is None else f"{old.get('kind', '')}/{_name(old)}"
+            verdict.warning(
+                f"{request.operation.name} {request.implementation} "
+                f"{request.kind}/{request.name} old={old_text}"
+            )
+        return verdict
+
+    async def default(self, request: kplug.AdmissionRequest) -> kplug.Defaults:
+        c = _spec_directives(request.spec)
+        if c.get("action") == "raise":
+            raise ConformanceError(c.get("message", ""))
+        defaults = kplug.Defaults.none()
+        for op in c.get("patch", []):
+            if op["op"] == "add":
+                defaults.add(op["path"], op.get("value"))
+            elif op["op"] == "replace":
+                defaults.replace(op["path"], op.get("value"))
+            else:
+                defaults.remove(op["path"])
+        for warning in c.get("warnings", []):
+            defaults.warning(warning)
+        return defaults
+
+    async def hook(self, call: kplug.HookCall) -> kplug.HookResponse:
+        request = call.request
+        c = _directives(request)
+        response = _hook_outcome(c)
+        if "status" in c:
+            response.with_status(c["status"])
+        if c.get("echo"):
+            response.with_status(
+                {
+                    "echo": {
+                        "hook": call.hook,
+                        "phase": None if call.phase is None else call.phase.name,
+                        "implementation": request.implementation,
+                        "name": request.name,
+                        "namespace": request.namespace,
+                        "extensions": [
+                            f"{e.get('kind', '')}/{_name(e)}" for e in request.extensions
+                        ],
+                        "outcome": None if call.outcome is None else call.outcome.name,
+                        "message": call.message,
+                    }
+                }
+            )
+        for event in c.get("events", []):
+            response.event(
+                event["reason"],
+                event["message"],
+                warning=event.get("warning", False),
+                regarding=_regarding(request, event.get("regarding")),
+            )
+        return response
+
     async def ready(self) -> kplug.Readiness:
         return self.readiness
 
 
 def _directives(request: kplug.Request) -> dict[str, Any]:
-    directives = request.spec.get("conformance", {})
+    return _spec_directives(request.spec)
+
+
+def _spec_directives(spec: dict[str, Any]) -> dict[str, Any]:
+    directives = spec.get("conformance", {})
     return directives if isinstance(directives, dict) else {}
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def _hook_outcome(c: dict[str, Any]) -> kplug.HookResponse:
+    action, message = c.get("action", "ok"), c.get("message", "")
+    if action == "ok":
+        return kplug.HookResponse.ok(message)
+    if action == "retry":
+        if "retryAfterSeconds" in c:
+            return kplug.HookResponse.retry(c["retryAfterSeconds"], message)
+        return kplug.HookResponse.retry(message=message)
+    if action == "fail":
+        return kplug.HookResponse.failed(message)
+    if action == "raise":
+        raise ConformanceError(message)
+    raise ValueError(f"unknown conformance action {action!r}")
+
+
+def _regarding(request: kplug.Request, regarding: Any) -> dict[str, Any] | None:
+    if regarding is None:
+        return None
+    return request.object if regarding == "base" else request.extensions[regarding]
 
 
 def _outcome(c: dict[str, Any]) -> kplug.Response:
@@ -95,16 +193,11 @@ def _echo(request: kplug.Request) -> dict[str, Any]:
 
 def _add_events(response: kplug.Response, request: kplug.Request, c: dict[str, Any]) -> None:
     for event in c.get("events", []):
-        regarding = event.get("regarding")
-        target = (
-            None
-            if regarding is None
-            else request.object
-            if regarding == "base"
-            else request.extensions[regarding]
-        )
         response.event(
-            event["reason"], event["message"], warning=event.get("warning", False), regarding=target
+            event["reason"],
+            event["message"],
+            warning=event.get("warning", False),
+            regarding=_regarding(request, event.get("regarding")),
         )
 
 
@@ -122,6 +215,26 @@ def info() -> kplug.PluginInfo:
                 extensions=[kplug.GroupKind(e["group"], e["kind"]) for e in o["extensions"]],
             )
             for o in plugin["offers"]
+        ],
+        hooks=[
+            kplug.Hook(
+                h["name"],
+                kplug.GroupKind(h["base"]["group"], h["base"]["kind"]),
+                kplug.Phase[h["phase"]],
+                kplug.Behaviour[h["behaviour"]],
+                h["order"],
+            )
+            for h in plugin["hooks"]
+        ],
+        call_policies=[
+            kplug.CallPolicy(
+                kplug.Call[p["call"]],
+                p["deadline_seconds"],
+                None
+                if p["failure_policy"] == "UNSPECIFIED"
+                else kplug.FailurePolicy[p["failure_policy"]],
+            )
+            for p in plugin["call_policies"]
         ],
     )
 

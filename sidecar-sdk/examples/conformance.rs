@@ -11,7 +11,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kplug_sidecar::{BoxError, Object, Offer, Plugin, PluginInfo, Readiness, Request, Response};
+use kplug_sidecar::proto::v1::Outcome;
+use kplug_sidecar::{
+    AdmissionRequest, Behaviour, BoxError, Call, CallPolicy, Defaults, FailurePolicy, Hook,
+    HookCall, Object, Offer, Operation, Phase, Plugin, PluginInfo, Readiness, Request, Response,
+    Validation,
+};
 use serde_json::{Map, Value, json};
 
 const GROUP: &str = "conformance.kplug.dev";
@@ -32,8 +37,12 @@ impl std::fmt::Display for ConformanceError {
 impl std::error::Error for ConformanceError {}
 
 fn spec_c(request: &Request) -> Map<String, Value> {
-    request
-        .object()
+    directives(request.object())
+}
+
+/// `spec.conformance` of `object`, an empty map when absent or not an object.
+fn directives(object: &Object) -> Map<String, Value> {
+    object
         .spec()
         .get("conformance")
         .and_then(Value::as_object)
@@ -145,11 +154,133 @@ impl Plugin for Conformance {
         outcome(&spec_c(&request), &request)
     }
 
+    /// The README's Validate: `errors` (with or without a value),
+    /// `warnings`, `echo`, and `"raise"`.
+    async fn validate(&self, request: AdmissionRequest) -> Result<Validation, BoxError> {
+        let c = directives(request.object());
+        if c.get("action").and_then(Value::as_str) == Some("raise") {
+            return Err(Box::new(ConformanceError(text(&c, "message"))));
+        }
+        let mut verdict = Validation::allowed();
+        for error in c
+            .get("errors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let path = error["path"].as_str().unwrap_or_default();
+            let message = error["message"].as_str().unwrap_or_default();
+            verdict = match error.get("value") {
+                Some(value) => verdict.error(path, value, message),
+                None => verdict.error_at(path, message),
+            };
+        }
+        for warning in strings(&c, "warnings") {
+            verdict = verdict.warning(warning);
+        }
+        if c.get("echo").and_then(Value::as_bool) == Some(true) {
+            let operation = match request.operation() {
+                Operation::Create => "CREATE",
+                Operation::Update => "UPDATE",
+            };
+            let old = request.old_object().map_or_else(
+                || "none".to_owned(),
+                |o| format!("{}/{}", o.kind(), o.name()),
+            );
+            verdict = verdict.warning(format!(
+                "{operation} {} {}/{} old={old}",
+                request.implementation(),
+                request.object().kind(),
+                request.object().name()
+            ));
+        }
+        Ok(verdict)
+    }
+
+    /// The README's Default: `patch` through the SDK's builder, `warnings`,
+    /// and `"raise"`.
+    async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
+        let c = directives(request.object());
+        if c.get("action").and_then(Value::as_str) == Some("raise") {
+            return Err(Box::new(ConformanceError(text(&c, "message"))));
+        }
+        let mut defaults = Defaults::none();
+        for op in c
+            .get("patch")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let path = op["path"].as_str().unwrap_or_default();
+            defaults = match op["op"].as_str().unwrap_or_default() {
+                "add" => defaults.add(path, &op["value"]),
+                "replace" => defaults.replace(path, &op["value"]),
+                _ => defaults.remove(path),
+            };
+        }
+        for warning in strings(&c, "warnings") {
+            defaults = defaults.warning(warning);
+        }
+        Ok(defaults)
+    }
+
+    /// The README's Hook: the outcome and events as for Finalize, `status`
+    /// (reserved keys allowed) and `echo`.
+    async fn hook(&self, call: HookCall) -> Result<Response, BoxError> {
+        let request = call.request();
+        let c = spec_c(request);
+        let mut response = outcome(&c, request)?;
+        let mut status = c.get("status").cloned();
+        if c.get("echo").and_then(Value::as_bool) == Some(true) {
+            let echo = json!({
+                "hook": call.hook(),
+                "phase": call.phase().map(|p| match p {
+                    Phase::BeforeReconcile => "BEFORE_RECONCILE",
+                    Phase::AfterReconcile => "AFTER_RECONCILE",
+                    Phase::BeforeFinalize => "BEFORE_FINALIZE",
+                    Phase::AfterFinalize => "AFTER_FINALIZE",
+                }),
+                "implementation": request.implementation(),
+                "name": request.name(),
+                "namespace": request.namespace(),
+                "extensions": request.extensions().iter().map(|e| format!("{}/{}", e.kind(), e.name())).collect::<Vec<_>>(),
+                "outcome": call.outcome().map(|o| match o {
+                    Outcome::Ok => "OK",
+                    Outcome::Retry => "RETRY",
+                    Outcome::Failed => "FAILED",
+                    Outcome::Unspecified => "UNSPECIFIED",
+                }),
+                "message": call.message(),
+            });
+            let mut merged = status
+                .and_then(|s| s.as_object().cloned())
+                .unwrap_or_default();
+            merged.insert("echo".into(), echo);
+            status = Some(Value::Object(merged));
+        }
+        if let Some(status) = status {
+            response = response.status(status);
+        }
+        Ok(response)
+    }
+
     async fn ready(&self) -> Readiness {
         self.readiness.lock().unwrap().clone()
     }
 }
 
+fn strings(c: &Map<String, Value>, key: &str) -> Vec<String> {
+    c.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|w| w.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The description of cases.json's "plugin": the offer, four hooks (one
+/// per phase; the last for a kind it does not offer) and four call
+/// policies.
 fn info() -> PluginInfo {
     PluginInfo::new("conformance", "1.0.0")
         .description("kplug SDK conformance plugin")
@@ -158,6 +289,52 @@ fn info() -> PluginInfo {
                 .extension(GROUP, "WidgetExtensionA")
                 .extension(GROUP, "WidgetExtensionB"),
         )
+        .hook(
+            Hook::new(
+                "audit",
+                GROUP,
+                "Widget",
+                Phase::BeforeReconcile,
+                Behaviour::SyncEnforce,
+            )
+            .order(-10),
+        )
+        .hook(Hook::new(
+            "record",
+            GROUP,
+            "Widget",
+            Phase::AfterReconcile,
+            Behaviour::SyncBypass,
+        ))
+        .hook(Hook::new(
+            "backup",
+            GROUP,
+            "Widget",
+            Phase::BeforeFinalize,
+            Behaviour::SyncEnforce,
+        ))
+        .hook(
+            Hook::new(
+                "notify",
+                GROUP,
+                "Gadget",
+                Phase::AfterFinalize,
+                Behaviour::Async,
+            )
+            .order(5),
+        )
+        .call_policy(CallPolicy::new(Call::Reconcile).deadline(Duration::from_secs(120)))
+        .call_policy(
+            CallPolicy::new(Call::Validate)
+                .deadline(Duration::from_secs(2))
+                .failure_policy(FailurePolicy::Fail),
+        )
+        .call_policy(
+            CallPolicy::new(Call::Default)
+                .deadline(Duration::from_millis(1500))
+                .failure_policy(FailurePolicy::Ignore),
+        )
+        .call_policy(CallPolicy::new(Call::Hook))
 }
 
 #[tokio::main]

@@ -8,6 +8,7 @@ package kplug_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/kplug/kplug/sidecar-sdk/go/kplugtest"
 	"github.com/kplug/kplug/sidecar-sdk/go/kplugv1"
@@ -94,37 +97,117 @@ func runCase(t *testing.T, client kplugv1.PluginClient, c conformanceCase) {
 			t.Fatal(err)
 		}
 		actual = map[string]any{"ready": r.GetReady(), "message": r.GetMessage()}
-	case "Reconcile", "Finalize":
+	case "Reconcile", "Finalize", "Hook":
 		implementation, object, extensions := encodeRequest(t, c.Request)
 		var response proto.Message
 		var err error
-		if rpc == "Reconcile" {
+		switch rpc {
+		case "Reconcile":
 			response, err = client.Reconcile(ctx, &kplugv1.ReconcileRequest{Implementation: implementation, Object: object, Extensions: extensions})
-		} else {
+		case "Finalize":
 			response, err = client.Finalize(ctx, &kplugv1.FinalizeRequest{Implementation: implementation, Object: object, Extensions: extensions})
+		default:
+			var hook, phase, outcome, message string
+			mustUnmarshal(t, c.Request["hook"], &hook)
+			mustUnmarshal(t, c.Request["phase"], &phase)
+			mustUnmarshal(t, c.Request["outcome"], &outcome)
+			mustUnmarshal(t, c.Request["message"], &message)
+			response, err = client.Hook(ctx, &kplugv1.HookRequest{
+				Hook: hook, Phase: kplugv1.HookPhase(kplugv1.HookPhase_value["HOOK_PHASE_"+phase]),
+				Implementation: implementation, Object: object, Extensions: extensions,
+				Outcome: kplugv1.Outcome(kplugv1.Outcome_value["OUTCOME_"+outcome]), Message: message,
+			})
 		}
 		if err != nil {
 			t.Fatalf("a gRPC error instead of a response: %v", err)
 		}
 		actual = responseJSON(t, response)
+	case "Validate", "Default":
+		actual = admissionJSON(t, ctx, client, rpc, c.Request)
+	default:
+		t.Fatalf("unknown rpc %q", rpc)
+	}
+	if _, ok := c.Expect["message_contains"]; ok {
 		expect = map[string]any{}
 		for k, v := range c.Expect {
 			expect[k] = v
 		}
-		if part, ok := expect["message_contains"].(string); ok {
-			delete(expect, "message_contains")
-			if message, _ := actual["message"].(string); !strings.Contains(message, part) {
-				t.Errorf("message %q should contain %q", message, part)
-			}
-			delete(actual, "message")
+		part, _ := expect["message_contains"].(string)
+		delete(expect, "message_contains")
+		if message, _ := actual["message"].(string); !strings.Contains(message, part) {
+			t.Errorf("message %q should contain %q", message, part)
 		}
-	default:
-		t.Fatalf("unknown rpc %q", rpc)
+		delete(actual, "message")
 	}
 	// JSON values compare by value: both sides through encoding/json.
 	if got, want := normalize(t, actual), normalize(t, expect); !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %s\nwant %s", mustMarshal(t, got), mustMarshal(t, want))
 	}
+}
+
+// admissionJSON is a Validate or Default answer in the cases' shape, or
+// the gRPC error: {grpc_code, message}.
+func admissionJSON(t *testing.T, ctx context.Context, client kplugv1.PluginClient, rpc string, request map[string]json.RawMessage) map[string]any {
+	implementation, object, _ := encodeRequest(t, request)
+	var operation string
+	mustUnmarshal(t, request["operation"], &operation)
+	op := kplugv1.Operation(kplugv1.Operation_value["OPERATION_"+operation])
+	var old []byte
+	if raw, ok := request["old_object"]; ok {
+		old = reencode(t, raw)
+	}
+	var actual map[string]any
+	var err error
+	if rpc == "Validate" {
+		var r *kplugv1.ValidateResponse
+		r, err = client.Validate(ctx, &kplugv1.ValidateRequest{Implementation: implementation, Operation: op, Object: object, OldObject: old})
+		if err == nil {
+			errors := []any{}
+			for _, e := range r.GetErrors() {
+				errors = append(errors, map[string]any{"path": e.GetPath(), "value": e.GetValue(), "message": e.GetMessage()})
+			}
+			actual = map[string]any{"errors": errors, "warnings": strs(r.GetWarnings())}
+		}
+	} else {
+		var r *kplugv1.DefaultResponse
+		r, err = client.Default(ctx, &kplugv1.DefaultRequest{Implementation: implementation, Operation: op, Object: object, OldObject: old})
+		if err == nil {
+			actual = map[string]any{"patch": statusJSON(t, r.GetPatch()), "warnings": strs(r.GetWarnings())}
+		}
+	}
+	if err != nil {
+		s := status.Convert(err)
+		actual = map[string]any{"grpc_code": codeName(s.Code().String()), "message": s.Message()}
+	}
+	return actual
+}
+
+// codeName is a gRPC code's name as the cases write it: InvalidArgument
+// is INVALID_ARGUMENT.
+func codeName(camel string) string {
+	var b strings.Builder
+	for i, r := range camel {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+func strs(items []string) []any {
+	out := []any{}
+	for _, s := range items {
+		out = append(out, s)
+	}
+	return out
+}
+
+func seconds(d *durationpb.Duration) any {
+	if d == nil {
+		return nil
+	}
+	return float64(d.GetSeconds()) + float64(d.GetNanos())/1e9
 }
 
 // encodeRequest JSON-encodes the case's object (or takes object_raw as-is)
@@ -181,13 +264,30 @@ func infoJSON(r *kplugv1.GetInfoResponse) map[string]any {
 	for _, c := range r.GetCapabilities() {
 		capabilities = append(capabilities, strings.TrimPrefix(c.String(), "CAPABILITY_"))
 	}
+	hooks := []any{}
+	for _, h := range r.GetHooks() {
+		hooks = append(hooks, map[string]any{
+			"name": h.GetName(), "base": map[string]any{"group": h.GetBase().GetGroup(), "kind": h.GetBase().GetKind()},
+			"phase":     strings.TrimPrefix(h.GetPhase().String(), "HOOK_PHASE_"),
+			"behaviour": strings.TrimPrefix(h.GetBehaviour().String(), "HOOK_BEHAVIOUR_"),
+			"order":     h.GetOrder(),
+		})
+	}
+	policies := []any{}
+	for _, p := range r.GetCallPolicies() {
+		policies = append(policies, map[string]any{
+			"call":             strings.TrimPrefix(p.GetCall().String(), "CALL_"),
+			"deadline_seconds": seconds(p.GetDeadline()),
+			"failure_policy":   strings.TrimPrefix(p.GetFailurePolicy().String(), "FAILURE_POLICY_"),
+		})
+	}
 	return map[string]any{
 		"name": r.GetName(), "version": r.GetVersion(), "protocol": r.GetProtocol(), "description": r.GetDescription(),
-		"offers": offers, "capabilities": capabilities,
+		"offers": offers, "capabilities": capabilities, "hooks": hooks, "call_policies": policies,
 	}
 }
 
-// responseJSON is a Reconcile or Finalize response in the cases' shape.
+// responseJSON is a Reconcile, Finalize or Hook response in the cases' shape.
 func responseJSON(t *testing.T, response proto.Message) map[string]any {
 	type common interface {
 		GetOutcome() kplugv1.Outcome
@@ -205,6 +305,8 @@ func responseJSON(t *testing.T, response proto.Message) map[string]any {
 		if m.RetryAfter != nil {
 			retryAfter = float64(m.GetRetryAfter().GetSeconds()) + float64(m.GetRetryAfter().GetNanos())/1e9
 		}
+	case *kplugv1.HookResponse:
+		retryAfter = seconds(m.GetRetryAfter())
 	}
 	events := []any{}
 	for _, e := range r.GetEvents() {
@@ -222,6 +324,9 @@ func responseJSON(t *testing.T, response proto.Message) map[string]any {
 		"message":             r.GetMessage(),
 		"retry_after_seconds": retryAfter,
 		"events":              events,
+	}
+	if m, ok := response.(*kplugv1.HookResponse); ok {
+		actual["status"] = statusJSON(t, m.GetStatus())
 	}
 	if m, ok := response.(*kplugv1.ReconcileResponse); ok {
 		actual["status"] = statusJSON(t, m.GetStatus())

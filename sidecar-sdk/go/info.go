@@ -27,7 +27,9 @@ type Offer struct {
 }
 
 // Info describes a plugin. It is sent in every heartbeat and answered by
-// GetInfo, so the two always agree.
+// GetInfo, hooks and call policies included, so the two always agree. (Its
+// capabilities follow from the interfaces the plugin implements:
+// [Finalizer], [Validator], [Defaulter], [HookHandler].)
 type Info struct {
 	// Name is a DNS label (lowercase letters, digits and '-', at most 63
 	// characters), stable across versions and restarts, e.g. "postgresql".
@@ -39,6 +41,14 @@ type Info struct {
 	Description string
 	// Offers lists what the plugin serves.
 	Offers []Offer
+	// Hooks are the hooks the plugin declares; the plugin must implement
+	// [HookHandler]. Checked at start-up as the operator checks them
+	// (DNS-label names, unique; a base kind; a known phase and behaviour;
+	// at most 16).
+	Hooks []Hook
+	// CallPolicies ask for a deadline (and, for Validate and Default, a
+	// failure policy) per call: one policy per call, checked at start-up.
+	CallPolicies []CallPolicy
 }
 
 // validateName refuses names the operator would refuse.
@@ -78,12 +88,22 @@ func (i *Info) offersProto() []*kplugv1.Offer {
 	return offers
 }
 
-// capabilities: RECONCILE always, FINALIZE when the plugin implements
-// [Finalizer].
+// capabilities: RECONCILE always; FINALIZE, VALIDATE, DEFAULT and HOOKS
+// when the plugin implements [Finalizer], [Validator], [Defaulter] and
+// [HookHandler], in that order (as every SDK sends them).
 func capabilities(plugin Plugin) []kplugv1.Capability {
 	caps := []kplugv1.Capability{kplugv1.Capability_CAPABILITY_RECONCILE}
 	if _, ok := plugin.(Finalizer); ok {
 		caps = append(caps, kplugv1.Capability_CAPABILITY_FINALIZE)
+	}
+	if _, ok := plugin.(Validator); ok {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_VALIDATE)
+	}
+	if _, ok := plugin.(Defaulter); ok {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_DEFAULT)
+	}
+	if _, ok := plugin.(HookHandler); ok {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_HOOKS)
 	}
 	return caps
 }

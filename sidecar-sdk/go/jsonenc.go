@@ -11,27 +11,46 @@ import (
 // object every SDK sends, refusing what the operator would refuse. what
 // names the status in messages ("status", "status of Kind name").
 func encodeStatus(status any, what string) ([]byte, error) {
+	encoded, object, err := encodeObject(status, what)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReservedKeys(object, what); err != nil {
+		return nil, err
+	}
+	return encoded, nil
+}
+
+// checkReservedKeys refuses a status that sets a key the operator owns.
+func checkReservedKeys(object map[string]any, what string) error {
+	for _, key := range ReservedStatusKeys {
+		if _, ok := object[key]; ok {
+			return fmt.Errorf("%s: key %q is reserved for the operator (it owns %s); report it under another key, or as a condition",
+				what, key, joinSorted(ReservedStatusKeys))
+		}
+	}
+	return nil
+}
+
+// encodeObject is any Go value as a compact JSON object, and that object
+// decoded; an error when it is not a JSON object.
+func encodeObject(status any, what string) ([]byte, map[string]any, error) {
 	encoded, err := marshal(status)
 	if err != nil {
-		return nil, fmt.Errorf("%s cannot be encoded as JSON: %w", what, err)
+		return nil, nil, fmt.Errorf("%s cannot be encoded as JSON: %w", what, err)
 	}
 	// Decoded again, so that whatever the value was (a map, a struct, a
 	// json.RawMessage) the keys can be checked and the bytes made compact.
 	value, err := decodeJSON(encoded)
 	if err != nil {
-		return nil, fmt.Errorf("%s cannot be encoded as JSON: %w", what, err)
+		return nil, nil, fmt.Errorf("%s cannot be encoded as JSON: %w", what, err)
 	}
 	object, ok := value.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s must be a JSON object (e.g. a map[string]any or a struct), got %s", what, jsonKind(value))
+		return nil, nil, fmt.Errorf("%s must be a JSON object (e.g. a map[string]any or a struct), got %s", what, jsonKind(value))
 	}
-	for _, key := range ReservedStatusKeys {
-		if _, ok := object[key]; ok {
-			return nil, fmt.Errorf("%s: key %q is reserved for the operator (it owns %s); report it under another key, or as a condition",
-				what, key, joinSorted(ReservedStatusKeys))
-		}
-	}
-	return marshal(object)
+	compact, err := marshal(object)
+	return compact, object, err
 }
 
 // marshal is compact JSON with non-ASCII characters as UTF-8: no HTML

@@ -57,6 +57,20 @@ const (
 	backoffJitter  = 0.1
 	// maxNameLength is the longest plugin name (a DNS label).
 	maxNameLength = 63
+	// maxMessageChars is the longest message the operator keeps; a field
+	// error's message and value are cut to it.
+	maxMessageChars = 1024
+	// maxHooks and maxCallPolicies bound what a plugin declares.
+	maxHooks        = 16
+	maxCallPolicies = 16
+	// maxFieldErrors and maxWarnings bound an admission answer; past them,
+	// the last one kept says how many more there were. maxWarningChars
+	// bounds one warning.
+	maxFieldErrors  = 64
+	maxWarnings     = 16
+	maxWarningChars = 256
+	// maxPatchBytes bounds a Default answer's JSON Patch.
+	maxPatchBytes = 256 << 10
 	// maxSocketPathBytes is what sockaddr_un.sun_path holds on Linux,
 	// without the final NUL.
 	maxSocketPathBytes = 107
@@ -68,3 +82,7 @@ var ReservedStatusKeys = []string{"implementation", "plugin", "observedGeneratio
 
 // ReservedConditionTypes are the condition types the operator owns.
 var ReservedConditionTypes = []string{"Ready", "PluginAvailable", "ExtensionsResolved", "Reconciled"}
+
+// DefaultPatchPrefixes are the paths a Default patch may change (each, or
+// anything below it).
+var DefaultPatchPrefixes = []string{"/spec", "/metadata/labels", "/metadata/annotations"}

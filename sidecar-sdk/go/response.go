@@ -82,6 +82,10 @@ type Response struct {
 	conditions        []*kplugv1.Condition
 	events            []*kplugv1.Event
 	problem           error
+	// reservedKey is a reserved key in the base object's status: a mistake
+	// in Reconcile and Finalize, not in a hook, whose status lands under
+	// status.hooks.<plugin> where no key is the operator's.
+	reservedKey error
 }
 
 // OK answers done: the object is reconciled (for Finalize: cleaned up, it
@@ -115,11 +119,16 @@ func (r *Response) WithMessage(message string) *Response {
 // WithStatus sets the plugin's part of the base object's status: a JSON
 // object (a map[string]any, a struct, a json.RawMessage...) merged into the
 // object's .status by server-side apply. It replaces a status set before.
+// From a [HookHandler], it is written under status.hooks.<plugin>, where
+// the operator's reserved keys may be used.
 func (r *Response) WithStatus(status any) *Response {
-	encoded, err := encodeStatus(status, "status")
+	encoded, object, err := encodeObject(status, "status")
 	if err != nil {
 		r.fail(err)
 		return r
+	}
+	if err := checkReservedKeys(object, "status"); err != nil && r.reservedKey == nil {
+		r.reservedKey = err
 	}
 	r.status = encoded
 	return r
@@ -210,16 +219,43 @@ func (r *Response) Message() string { return r.message }
 
 // Err is the first mistake made while building the response (a reserved
 // key, a status that is not a JSON object...), or nil. A response with a
-// mistake is sent as OUTCOME_FAILED "plugin bug: <Err>".
-func (r *Response) Err() error { return r.problem }
+// mistake is sent as OUTCOME_FAILED "plugin bug: <Err>". (A reserved key
+// in the status is no mistake in a hook's answer.)
+func (r *Response) Err() error {
+	if r.problem != nil {
+		return r.problem
+	}
+	return r.reservedKey
+}
 
 // sent is the response as it goes on the wire: itself, or the FAILED
 // answer that replaces it when it has a mistake.
 func (r *Response) sent() *Response {
-	if r.problem != nil {
-		return Failed("plugin bug: " + r.problem.Error())
+	if err := r.Err(); err != nil {
+		return Failed("plugin bug: " + err.Error())
 	}
 	return r
+}
+
+// HookResponse is the response as sent in answer to Hook: the outcome,
+// message, retry delay, status and events. Conditions and extension
+// statuses are not a hook's to set: a response with them is sent as
+// OUTCOME_FAILED "plugin bug: ...", like the other mistakes.
+func (r *Response) HookResponse() *kplugv1.HookResponse {
+	s := r
+	switch {
+	case len(r.conditions) > 0 || len(r.extensionStatuses) > 0:
+		s = Failed("plugin bug: a hook's response sets conditions or extension statuses; a hook writes only its status (under status.hooks.<plugin>) and events")
+	case r.problem != nil:
+		s = Failed("plugin bug: " + r.problem.Error())
+	}
+	return &kplugv1.HookResponse{
+		Outcome:    kplugv1.Outcome(s.outcome),
+		Message:    s.message,
+		Status:     s.status,
+		Events:     s.events,
+		RetryAfter: s.retryAfterProto(),
+	}
 }
 
 func (r *Response) retryAfterProto() *durationpb.Duration {
@@ -258,5 +294,5 @@ func (r *Response) FinalizeResponse() *kplugv1.FinalizeResponse {
 
 // dropsInFinalize tells whether a Finalize answer would drop parts of r.
 func (r *Response) dropsInFinalize() bool {
-	return r.problem == nil && (r.status != nil || len(r.extensionStatuses) > 0 || len(r.conditions) > 0)
+	return r.Err() == nil && (r.status != nil || len(r.extensionStatuses) > 0 || len(r.conditions) > 0)
 }

@@ -59,6 +59,9 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 	if err := validateName(info.Name); err != nil {
 		return nil, err
 	}
+	if err := validateDeclarations(&info, plugin); err != nil {
+		return nil, err
+	}
 	c := config{grace: DefaultGracePeriod}
 	for _, opt := range opts {
 		if err := opt(&c); err != nil {
@@ -89,7 +92,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		c.logger = slog.Default()
 	}
 	logger := c.logger.With("plugin", info.Name)
-	if len(info.Offers) == 0 {
+	if len(info.Offers) == 0 && len(info.Hooks) == 0 {
 		logger.Warn("the plugin offers nothing, so the operator will route no work to it; add an Offer to its Info")
 	}
 	s := &Server{
@@ -109,6 +112,8 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		Socket:       PluginsDir + "/" + info.Name + "/" + PluginSocket,
 		Offers:       info.offersProto(),
 		Capabilities: capabilities(plugin),
+		Hooks:        info.hooksProto(),
+		CallPolicies: info.callPoliciesProto(),
 	}, c.heartbeatInterval, logger)
 	return s, nil
 }

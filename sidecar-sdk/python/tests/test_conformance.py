@@ -58,23 +58,61 @@ def test_case(case: dict[str, Any], stub: plugin_pb2_grpc.PluginStub) -> None:
     elif rpc == "Probe":
         probe = stub.Probe(plugin_pb2.ProbeRequest(), timeout=5)
         actual = {"ready": probe.ready, "message": probe.message}
+    elif rpc in ("Validate", "Default"):
+        actual = admission_json(stub, request)
+    elif rpc == "Hook":
+        wire_hook = plugin_pb2.HookRequest(
+            hook=request["hook"],
+            phase=f"HOOK_PHASE_{request['phase']}",
+            implementation=request["implementation"],
+            object=object_bytes(request),
+            extensions=[encode(e) for e in request["extensions"]],
+            outcome=f"OUTCOME_{request['outcome']}",
+            message=request["message"],
+        )
+        actual = response_json(stub.Hook(wire_hook, timeout=5))
     else:
         wire_type = (
             plugin_pb2.ReconcileRequest if rpc == "Reconcile" else plugin_pb2.FinalizeRequest
         )
         wire = wire_type(
             implementation=request["implementation"],
-            object=encode(request["object"])
-            if "object" in request
-            else request["object_raw"].encode(),
+            object=object_bytes(request),
             extensions=[encode(e) for e in request["extensions"]],
         )
         call = stub.Reconcile if rpc == "Reconcile" else stub.Finalize
         actual = response_json(call(wire, timeout=5))
-        if "message_contains" in expected:
-            assert expected.pop("message_contains") in actual["message"]
-            del actual["message"]
+    if "message_contains" in expected:
+        assert expected.pop("message_contains") in actual["message"]
+        del actual["message"]
     assert actual == expected
+
+
+def object_bytes(request: dict[str, Any]) -> bytes:
+    return encode(request["object"]) if "object" in request else request["object_raw"].encode()
+
+
+def admission_json(stub: plugin_pb2_grpc.PluginStub, request: dict[str, Any]) -> dict[str, Any]:
+    """A Validate or Default answer in the cases' shape, or the gRPC error: {grpc_code, message}."""
+    fields = {
+        "implementation": request["implementation"],
+        "operation": types_pb2.Operation.Value(f"OPERATION_{request['operation']}"),
+        "object": object_bytes(request),
+        "old_object": encode(request["old_object"]) if "old_object" in request else b"",
+    }
+    try:
+        if request["rpc"] == "Validate":
+            verdict = stub.Validate(plugin_pb2.ValidateRequest(**fields), timeout=5)
+            return {
+                "errors": [
+                    {"path": e.path, "value": e.value, "message": e.message} for e in verdict.errors
+                ],
+                "warnings": list(verdict.warnings),
+            }
+        defaults = stub.Default(plugin_pb2.DefaultRequest(**fields), timeout=5)
+        return {"patch": status_json(defaults.patch), "warnings": list(defaults.warnings)}
+    except grpc.RpcError as e:
+        return {"grpc_code": e.code().name, "message": e.details()}
 
 
 def encode(value: Any) -> bytes:
@@ -98,6 +136,30 @@ def info_json(info: plugin_pb2.GetInfoResponse) -> dict[str, Any]:
         "capabilities": [
             types_pb2.Capability.Name(c).removeprefix("CAPABILITY_") for c in info.capabilities
         ],
+        "hooks": [
+            {
+                "name": h.name,
+                "base": {"group": h.base.group, "kind": h.base.kind},
+                "phase": types_pb2.HookPhase.Name(h.phase).removeprefix("HOOK_PHASE_"),
+                "behaviour": types_pb2.HookBehaviour.Name(h.behaviour).removeprefix(
+                    "HOOK_BEHAVIOUR_"
+                ),
+                "order": h.order,
+            }
+            for h in info.hooks
+        ],
+        "call_policies": [
+            {
+                "call": types_pb2.Call.Name(p.call).removeprefix("CALL_"),
+                "deadline_seconds": (
+                    p.deadline.seconds + p.deadline.nanos / 1e9 if p.HasField("deadline") else None
+                ),
+                "failure_policy": types_pb2.FailurePolicy.Name(p.failure_policy).removeprefix(
+                    "FAILURE_POLICY_"
+                ),
+            }
+            for p in info.call_policies
+        ],
     }
 
 
@@ -112,6 +174,8 @@ def response_json(response: Message) -> dict[str, Any]:
             else None
         ),
     }
+    if isinstance(response, plugin_pb2.HookResponse):
+        actual["status"] = status_json(response.status)
     if isinstance(response, plugin_pb2.ReconcileResponse):
         actual["status"] = status_json(response.status)
         actual["extension_statuses"] = [

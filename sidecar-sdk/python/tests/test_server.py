@@ -272,8 +272,8 @@ async def test_reconcile_round_trip(start: StartFn, dial: DialFn) -> None:
 
 
 async def test_validate_default_and_hook_are_unimplemented(start: StartFn, dial: DialFn) -> None:
-    # This SDK does not serve admission or hooks yet and advertises none of
-    # their capabilities; grpcio's generated servicer answers UNIMPLEMENTED.
+    # A plugin that does not override validate, default or hook advertises
+    # none of their capabilities, declares nothing, and answers UNIMPLEMENTED.
     server = await start(heartbeat_interval=60)
     stub = dial(server.socket_path)
     info = await stub.GetInfo(plugin_pb2.GetInfoRequest(), timeout=2)

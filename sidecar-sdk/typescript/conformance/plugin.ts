@@ -12,6 +12,12 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import {
+  type AdmissionRequest,
+  type CallPolicy,
+  Defaults,
+  type Hook,
+  type HookCall,
+  HookResponse,
   type JsonObject,
   type JsonValue,
   type Plugin,
@@ -19,6 +25,7 @@ import {
   type Readiness,
   type Request,
   Response,
+  Validation,
 } from "../src/index.js";
 
 /** cases.json, next to the other SDKs' conformance plugins. */
@@ -68,8 +75,32 @@ function outcome(c: JsonObject): Response {
   }
 }
 
+/** The README's hook outcome: step 2 with the SDK's hook answer. */
+function hookOutcome(c: JsonObject): HookResponse {
+  const action = c["action"] ?? "ok";
+  const message = text(c["message"]);
+  switch (action) {
+    case "ok":
+      return HookResponse.ok(message);
+    case "retry": {
+      const after = c["retryAfterSeconds"];
+      return typeof after === "number" ? HookResponse.retry(after, message) : HookResponse.retry(undefined, message);
+    }
+    case "fail":
+      return HookResponse.failed(message);
+    case "raise":
+      throw new ConformanceError(message);
+    default:
+      throw new Error(`unknown conformance action ${JSON.stringify(action)}`);
+  }
+}
+
+function strings(value: JsonValue | undefined): string[] {
+  return Array.isArray(value) ? value.map((item) => text(item)) : [];
+}
+
 /** Step 7 of the README: the events. */
-function addEvents(response: Response, request: Request, c: JsonObject): void {
+function addEvents(response: Response | HookResponse, request: Request, c: JsonObject): void {
   for (const item of Array.isArray(c["events"]) ? c["events"] : []) {
     const event = object(item);
     const regarding = event["regarding"];
@@ -139,6 +170,82 @@ export class Conformance implements Plugin {
     return response;
   }
 
+  /** The README's Validate: errors (with or without a value), warnings, echo, and "raise". */
+  async validate(request: AdmissionRequest): Promise<Validation> {
+    const c = object(request.spec["conformance"]);
+    if (c["action"] === "raise") {
+      throw new ConformanceError(text(c["message"]));
+    }
+    const verdict = Validation.allowed();
+    for (const item of Array.isArray(c["errors"]) ? c["errors"] : []) {
+      const error = object(item);
+      if ("value" in error) {
+        verdict.error(text(error["path"]), error["value"], text(error["message"]));
+      } else {
+        verdict.errorAt(text(error["path"]), text(error["message"]));
+      }
+    }
+    for (const warning of strings(c["warnings"])) {
+      verdict.warning(warning);
+    }
+    if (c["echo"] === true) {
+      const old = request.oldObject;
+      const oldText = old === undefined ? "none" : `${text(old["kind"])}/${text(object(old["metadata"])["name"])}`;
+      verdict.warning(`${request.operation} ${request.implementation} ${request.kind}/${request.name} old=${oldText}`);
+    }
+    return verdict;
+  }
+
+  /** The README's Default: patch (through the SDK's builder), warnings, and "raise". */
+  async default(request: AdmissionRequest): Promise<Defaults> {
+    const c = object(request.spec["conformance"]);
+    if (c["action"] === "raise") {
+      throw new ConformanceError(text(c["message"]));
+    }
+    const defaults = Defaults.none();
+    for (const item of Array.isArray(c["patch"]) ? c["patch"] : []) {
+      const op = object(item);
+      const path = text(op["path"]);
+      if (op["op"] === "add") {
+        defaults.add(path, op["value"] ?? null);
+      } else if (op["op"] === "replace") {
+        defaults.replace(path, op["value"] ?? null);
+      } else {
+        defaults.remove(path);
+      }
+    }
+    for (const warning of strings(c["warnings"])) {
+      defaults.warning(warning);
+    }
+    return defaults;
+  }
+
+  /** The README's Hook: the outcome and events as for Finalize, status (reserved keys allowed) and echo. */
+  async hook(call: HookCall): Promise<HookResponse> {
+    const { request } = call;
+    const c = directives(request);
+    const response = hookOutcome(c);
+    if ("status" in c) {
+      response.withStatus(c["status"] as object);
+    }
+    if (c["echo"] === true) {
+      response.withStatus({
+        echo: {
+          hook: call.hook,
+          phase: call.phase ?? null,
+          implementation: request.implementation,
+          name: request.name,
+          namespace: request.namespace,
+          extensions: request.extensions.map((e) => `${text(e["kind"])}/${text(object(e["metadata"])["name"])}`),
+          outcome: call.outcome ?? null,
+          message: call.message,
+        },
+      });
+    }
+    addEvents(response, request, c);
+    return response;
+  }
+
   async ready(): Promise<Readiness> {
     return this.#readiness;
   }
@@ -154,6 +261,8 @@ interface CasesFile {
       implementation: string;
       extensions: { group: string; kind: string }[];
     }[];
+    hooks: Hook[];
+    call_policies: { call: CallPolicy["call"]; deadline_seconds: number | null; failure_policy: string }[];
   };
 }
 
@@ -165,5 +274,11 @@ export function info(): PluginInfo {
     version: plugin.version,
     description: plugin.description,
     offers: plugin.offers,
+    hooks: plugin.hooks,
+    callPolicies: plugin.call_policies.map((p) => ({
+      call: p.call,
+      ...(p.deadline_seconds === null ? {} : { deadlineSeconds: p.deadline_seconds }),
+      ...(p.failure_policy === "FAIL" || p.failure_policy === "IGNORE" ? { failurePolicy: p.failure_policy } : {}),
+    })),
   };
 }

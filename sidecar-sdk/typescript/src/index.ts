@@ -31,6 +31,14 @@
  */
 
 export {
+  AdmissionRequest,
+  Defaults,
+  type FieldError,
+  type Operation,
+  type PatchOperation,
+  Validation,
+} from "./admission.js";
+export {
   InvalidNameError,
   InvalidRequestError,
   InvalidResponseError,
@@ -40,6 +48,16 @@ export {
   StartupError,
 } from "./errors.js";
 export { backoffDelay } from "./heartbeat.js";
+export {
+  type Call,
+  type CallPolicy,
+  type FailurePolicy,
+  type Hook,
+  type HookBehaviour,
+  HookCall,
+  type HookPhase,
+  HookResponse,
+} from "./hooks.js";
 export { type GroupKind, type Offer, type PluginInfo, validateName } from "./info.js";
 export { describeError, type Logger, type LogLevel, stderrLogger } from "./logger.js";
 export type { Plugin, Readiness } from "./plugin.js";

@@ -6,6 +6,7 @@
 
 import { InvalidNameError } from "./errors.js";
 import type { Offer as WireOffer } from "./gen/kplug/v1/types.js";
+import type { CallPolicy, Hook } from "./hooks.js";
 import { MAX_NAME_LENGTH } from "./protocol.js";
 
 /** A Kubernetes kind independently of its version; `group` is empty for the core group. */
@@ -26,7 +27,10 @@ export interface Offer {
   readonly extensions?: readonly GroupKind[];
 }
 
-/** Describes a plugin; sent in every heartbeat and answered by `GetInfo`. */
+/**
+ * Describes a plugin; sent in every heartbeat and answered by `GetInfo`,
+ * hooks and call policies included, so the two always agree.
+ */
 export interface PluginInfo {
   /** The plugin name: a DNS label (e.g. `postgresql`), stable across versions and restarts. */
   readonly name: string;
@@ -42,6 +46,17 @@ export interface PluginInfo {
    * Default: when the plugin has a `finalize` method.
    */
   readonly finalize?: boolean;
+  /**
+   * The hooks the plugin declares; the plugin must have a `hook` method.
+   * Checked at start-up as the operator checks them (DNS-label names,
+   * unique; a base kind; a known phase and behaviour; at most 16).
+   */
+  readonly hooks?: readonly Hook[];
+  /**
+   * A deadline (and, for Validate and Default, a failure policy) per call:
+   * one policy per call, checked at start-up.
+   */
+  readonly callPolicies?: readonly CallPolicy[];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

@@ -4,6 +4,8 @@
  * @module
  */
 
+import type { AdmissionRequest, Defaults, Validation } from "./admission.js";
+import type { HookCall, HookResponse } from "./hooks.js";
 import type { Request } from "./request.js";
 import type { Response } from "./response.js";
 
@@ -17,7 +19,11 @@ export interface Readiness {
 
 /**
  * A kplug plugin: implement {@link Plugin.reconcile}, and
- * {@link Plugin.finalize} and {@link Plugin.ready} if needed.
+ * {@link Plugin.finalize}, {@link Plugin.validate}, {@link Plugin.default},
+ * {@link Plugin.hook} and {@link Plugin.ready} if needed. Having
+ * `finalize`, `validate`, `default` or `hook` is what advertises the
+ * FINALIZE, VALIDATE, DEFAULT or HOOKS capability; the operator calls only
+ * what is advertised.
  *
  * Several calls can run at once, for different objects: handlers run on the
  * event loop, so use asynchronous I/O (a handler that blocks stops every
@@ -49,6 +55,38 @@ export interface Plugin {
    * without it, Finalize answers done at once.
    */
   finalize?(request: Request): Response | Promise<Response>;
+
+  /**
+   * Decide, at admission, whether an object may be created or changed: an
+   * object of a base kind this plugin offers, or an extension of a kind one
+   * of its offers declares (`request.implementation` says which offer).
+   * Field errors refuse it, and `kubectl apply` prints them. Having this
+   * method advertises the VALIDATE capability.
+   *
+   * An error thrown here means the plugin could not decide: the SDK answers
+   * with a gRPC `INTERNAL` error carrying `"<name>: <message>"`, and the
+   * failure policy refuses or admits the object. To refuse, return field
+   * errors.
+   */
+  validate?(request: AdmissionRequest): Validation | Promise<Validation>;
+
+  /**
+   * Fill in defaults, at admission, of the same objects as
+   * {@link Plugin.validate} (which then sees the defaulted object): a JSON
+   * Patch built with {@link Defaults}, limited to `/spec`,
+   * `/metadata/labels` and `/metadata/annotations`. Having this method
+   * advertises the DEFAULT capability; an error thrown here is answered with
+   * a gRPC `INTERNAL` error carrying its message.
+   */
+  default?(request: AdmissionRequest): Defaults | Promise<Defaults>;
+
+  /**
+   * Run one of the hooks declared in {@link PluginInfo.hooks} (`call.hook`
+   * names it). Having this method advertises the HOOKS capability;
+   * declaring hooks without it is a start-up error. An error thrown here
+   * becomes `OUTCOME_FAILED` with its message, as for `reconcile`.
+   */
+  hook?(call: HookCall): HookResponse | Promise<HookResponse>;
 
   /**
    * Answer the operator's Probe; while not ready, no work is routed to the

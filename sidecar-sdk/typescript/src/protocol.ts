@@ -89,3 +89,31 @@ export const RESERVED_CONDITION_TYPES: readonly string[] = Object.freeze([
 
 /** How long `Response.retry()` waits when not told, in seconds (the operator's default too). */
 export const DEFAULT_RETRY_AFTER_SECONDS = 10;
+
+/** The longest message the operator keeps; a field error's message and value are cut to it. */
+export const MAX_MESSAGE_CHARS = 1024;
+
+/** The most hooks a plugin may declare. */
+export const MAX_HOOKS = 16;
+
+/** The most call policies a plugin may declare. */
+export const MAX_CALL_POLICIES = 16;
+
+/** The most field errors in one Validate answer; past it, the last one kept says how many more there were. */
+export const MAX_FIELD_ERRORS = 64;
+
+/** The most warnings in one admission answer; past it, the last one kept says how many more there were. */
+export const MAX_WARNINGS = 16;
+
+/** The longest warning; a longer one is cut, ending with an ellipsis. */
+export const MAX_WARNING_CHARS = 256;
+
+/** The largest JSON Patch a Default answer may carry, in bytes. */
+export const MAX_PATCH_BYTES = 256 * 1024;
+
+/** The paths a Default patch may change (each, or anything below it). */
+export const DEFAULT_PATCH_PREFIXES: readonly string[] = Object.freeze([
+  "/spec",
+  "/metadata/labels",
+  "/metadata/annotations",
+]);

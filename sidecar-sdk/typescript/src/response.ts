@@ -425,7 +425,8 @@ function isRef(target: Target): target is ObjectRef {
   );
 }
 
-function toRef(target: Target): ObjectRef {
+/** @internal */
+export function toRef(target: Target): ObjectRef {
   if (isRef(target)) {
     return {
       apiVersion: target.apiVersion,
@@ -461,7 +462,8 @@ function sameObject(a: ObjectRef, b: ObjectRef): boolean {
   );
 }
 
-function checkSent(target: ObjectRef, sent: readonly ObjectRef[], what: string): void {
+/** @internal */
+export function checkSent(target: ObjectRef, sent: readonly ObjectRef[], what: string): void {
   if (!sent.some((candidate) => sameObject(target, candidate))) {
     throw new InvalidResponseError(
       `${what} targets ${describeRef(target)} (${target.apiVersion}), which was not sent to ` +
@@ -470,7 +472,8 @@ function checkSent(target: ObjectRef, sent: readonly ObjectRef[], what: string):
   }
 }
 
-function wireOutcome(outcome: Outcome): WireOutcome {
+/** @internal */
+export function wireOutcome(outcome: Outcome): WireOutcome {
   switch (outcome) {
     case "OK":
       return WireOutcome.OUTCOME_OK;

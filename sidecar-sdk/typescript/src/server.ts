@@ -32,7 +32,8 @@ import {
   REGISTRY_SOCKET,
   SOCKET_DIR_ENV,
 } from "./protocol.js";
-import { capabilities, pluginHandlers } from "./service.js";
+import { validateDeclarations } from "./hooks.js";
+import { capabilities, declarations, pluginHandlers } from "./service.js";
 import { claimSocket, pluginSocketPath, SocketFile } from "./socket.js";
 
 /** Settings of a {@link PluginServer}; {@link serve} and {@link run} take them too. */
@@ -112,6 +113,12 @@ export class PluginServer {
    */
   constructor(plugin: Plugin, info: PluginInfo, options: ServeOptions = {}) {
     validateName(info.name);
+    validateDeclarations(
+      info.name,
+      info.hooks ?? [],
+      info.callPolicies ?? [],
+      typeof plugin.hook === "function",
+    );
     this.plugin = plugin;
     this.info = info;
     this.#logger = options.logger ?? stderrLogger();
@@ -129,8 +136,7 @@ export class PluginServer {
         socket: relative(this.socketDir, this.socketPath),
         offers: info.offers.map(wireOffer),
         capabilities: capabilities(plugin, info),
-        hooks: [],
-        callPolicies: [],
+        ...declarations(info),
       },
       heartbeatInterval(info.name, options.heartbeatIntervalSeconds),
       this.#logger,

@@ -2,27 +2,43 @@
  * The `kplug.v1.Plugin` gRPC service: decodes requests, calls the plugin,
  * encodes responses.
  *
- * Nothing a plugin does turns into a gRPC error: invalid input, a handler
- * error or an invalid response all become `OUTCOME_FAILED` with a message,
- * because the operator shows that message on the resource, where the user
- * looks, while a gRPC error would only be retried.
+ * In Reconcile, Finalize and Hook nothing a plugin does turns into a gRPC
+ * error: invalid input, a handler error or an invalid response all become
+ * `OUTCOME_FAILED` with a message, because the operator shows that message
+ * on the resource, where the user looks, while a gRPC error would only be
+ * retried.
+ *
+ * Validate and Default are the exception (docs/protocol.md, "Admission:
+ * Validate and Default"): a handler error or an invalid answer is a gRPC
+ * `INTERNAL` error carrying its message, and an object that is not JSON
+ * `INVALID_ARGUMENT`, so that the failure policy decides (the operator shows
+ * the message to the client). A call the plugin does not implement is
+ * `UNIMPLEMENTED`.
  *
  * @module
  */
 
-import { type sendUnaryData, type ServerUnaryCall, status } from "@grpc/grpc-js";
+import { type sendUnaryData, type ServerUnaryCall, type ServiceError, status } from "@grpc/grpc-js";
 
+import { AdmissionRequest, Defaults, Validation } from "./admission.js";
 import type {
+  DefaultRequest,
+  DefaultResponse,
   FinalizeRequest,
   FinalizeResponse,
   GetInfoResponse,
+  HookRequest,
+  HookResponse as WireHookResponse,
   PluginServer as PluginHandlers,
   ProbeResponse,
   ReconcileRequest,
   ReconcileResponse,
+  ValidateRequest,
+  ValidateResponse,
 } from "./gen/kplug/v1/plugin.js";
 import { Capability, Outcome } from "./gen/kplug/v1/types.js";
 import { InvalidRequestError } from "./errors.js";
+import { HookCall, HookResponse, wireCallPolicy, wireHook } from "./hooks.js";
 import { type PluginInfo, wireOffer } from "./info.js";
 import { describeError, type Logger } from "./logger.js";
 import type { Plugin, Readiness } from "./plugin.js";
@@ -31,12 +47,34 @@ import { Request } from "./request.js";
 import { Response } from "./response.js";
 import { inHandlerSpan } from "./tracing.js";
 
-/** RECONCILE always; FINALIZE when `info.finalize` says so, or by default when the plugin has a `finalize` method. */
+/**
+ * RECONCILE always; FINALIZE when `info.finalize` says so, or by default
+ * when the plugin has a `finalize` method; VALIDATE, DEFAULT and HOOKS when
+ * it has `validate`, `default` and `hook` (in that order, as every SDK
+ * sends them).
+ */
 export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
   const finalize = info.finalize ?? typeof plugin.finalize === "function";
-  return finalize
-    ? [Capability.CAPABILITY_RECONCILE, Capability.CAPABILITY_FINALIZE]
-    : [Capability.CAPABILITY_RECONCILE];
+  const optional: [boolean, Capability][] = [
+    [finalize, Capability.CAPABILITY_FINALIZE],
+    [typeof plugin.validate === "function", Capability.CAPABILITY_VALIDATE],
+    [typeof plugin.default === "function", Capability.CAPABILITY_DEFAULT],
+    [typeof plugin.hook === "function", Capability.CAPABILITY_HOOKS],
+  ];
+  return [Capability.CAPABILITY_RECONCILE, ...optional.filter(([wanted]) => wanted).map(([, c]) => c)];
+}
+
+/** The hooks and call policies as `GetInfo` and heartbeats carry them. */
+export function declarations(info: PluginInfo): Pick<GetInfoResponse, "hooks" | "callPolicies"> {
+  return {
+    hooks: (info.hooks ?? []).map(wireHook),
+    callPolicies: (info.callPolicies ?? []).map(wireCallPolicy),
+  };
+}
+
+/** A gRPC error for the callback of a unary call. */
+function grpcError(code: status, details: string): Partial<ServiceError> {
+  return { code, details };
 }
 
 type Call = "reconcile" | "finalize";
@@ -51,8 +89,7 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
     offers: info.offers.map(wireOffer),
     capabilities: capabilities(plugin, info),
     description: info.description ?? "",
-    hooks: [],
-    callPolicies: [],
+    ...declarations(info),
   };
 
   async function probe(): Promise<ProbeResponse> {
@@ -168,19 +205,132 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
         (error: unknown) => callback(null, failedFinalize(describeError(error))),
       );
     },
-    // This SDK does not serve admission or hooks yet, and advertises none of
-    // their capabilities, so the operator never calls these; answered as the
-    // protocol says.
-    validate(_call, callback) {
-      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Validate` });
+    validate(
+      call: ServerUnaryCall<ValidateRequest, ValidateResponse>,
+      callback: sendUnaryData<ValidateResponse>,
+    ) {
+      const validate = plugin.validate?.bind(plugin);
+      if (validate === undefined) {
+        callback(unimplemented("Validate"));
+        return;
+      }
+      void inHandlerSpan(name, "Validate", call.metadata, () =>
+        admit(
+          "validate",
+          call.request,
+          validate,
+          (v): v is Validation => v instanceof Validation,
+          "Validation",
+          (v) => v.toValidateResponse(),
+        ),
+      ).then(
+        ([error, response]) => callback(error, response),
+        (error: unknown) => callback(grpcError(status.INTERNAL, describeError(error))),
+      );
     },
-    default(_call, callback) {
-      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Default` });
+    default(call: ServerUnaryCall<DefaultRequest, DefaultResponse>, callback: sendUnaryData<DefaultResponse>) {
+      const defaults = plugin.default?.bind(plugin);
+      if (defaults === undefined) {
+        callback(unimplemented("Default"));
+        return;
+      }
+      void inHandlerSpan(name, "Default", call.metadata, () =>
+        admit(
+          "default",
+          call.request,
+          defaults,
+          (d): d is Defaults => d instanceof Defaults,
+          "Defaults",
+          (d) => d.toDefaultResponse(),
+        ),
+      ).then(
+        ([error, response]) => callback(error, response),
+        (error: unknown) => callback(grpcError(status.INTERNAL, describeError(error))),
+      );
     },
-    hook(_call, callback) {
-      callback({ code: status.UNIMPLEMENTED, details: `plugin ${name} does not implement Hook` });
+    hook(call: ServerUnaryCall<HookRequest, WireHookResponse>, callback: sendUnaryData<WireHookResponse>) {
+      const run = plugin.hook?.bind(plugin);
+      if (run === undefined) {
+        callback(unimplemented("Hook"));
+        return;
+      }
+      void inHandlerSpan(name, "Hook", call.metadata, () => hook(call.request, run)).then(
+        (response) => callback(null, response),
+        (error: unknown) => callback(null, failedHook(describeError(error))),
+      );
     },
   };
+
+  function unimplemented(rpc: string): Partial<ServiceError> {
+    // The operator calls only what is advertised: this is a client's mistake.
+    return grpcError(status.UNIMPLEMENTED, `plugin ${name} does not implement ${rpc}`);
+  }
+
+  /** Decodes, runs an admission handler, encodes; bad input is INVALID_ARGUMENT, every failure INTERNAL. */
+  async function admit<A, W>(
+    call: "validate" | "default",
+    wire: ValidateRequest | DefaultRequest,
+    run: (request: AdmissionRequest) => A | Promise<A>,
+    isAnswer: (answer: unknown) => answer is A,
+    answerType: string,
+    encode: (answer: A) => W,
+  ): Promise<[Partial<ServiceError> | null, W | undefined]> {
+    let request: AdmissionRequest;
+    try {
+      request = AdmissionRequest.decode(wire.implementation, wire.operation, wire.object, wire.oldObject);
+    } catch (error) {
+      if (!(error instanceof InvalidRequestError)) {
+        throw error;
+      }
+      logger.error(`plugin ${name}: ${error.message}; ${call} not called`);
+      return [grpcError(status.INVALID_ARGUMENT, error.message), undefined];
+    }
+    try {
+      const answer: unknown = await run(request);
+      if (!isAnswer(answer)) {
+        throw new TypeError(
+          `${call}() must return a ${answerType}, got ${answer === null ? "null" : typeof answer}`,
+        );
+      }
+      return [null, encode(answer)];
+    } catch (error) {
+      logger.error(`plugin ${name}: ${call} of ${request.kind} ${request.name} failed: ${stackOf(error)}`);
+      return [grpcError(status.INTERNAL, describeError(error)), undefined];
+    }
+  }
+
+  /** Decodes, runs the hook, encodes; every failure becomes a FAILED answer. */
+  async function hook(
+    wire: HookRequest,
+    run: (call: HookCall) => HookResponse | Promise<HookResponse>,
+  ): Promise<WireHookResponse> {
+    let call: HookCall;
+    try {
+      call = HookCall.decode(wire);
+    } catch (error) {
+      if (!(error instanceof InvalidRequestError)) {
+        throw error;
+      }
+      logger.error(`plugin ${name}: ${error.message}; hook not called`);
+      return failedHook(error.message);
+    }
+    try {
+      const response: unknown = await run(call);
+      if (!(response instanceof HookResponse)) {
+        throw new TypeError(
+          `hook() must return a HookResponse, got ${response === null ? "null" : typeof response}`,
+        );
+      }
+      return response.toHookResponse(...sent(call.request));
+    } catch (error) {
+      logger.error(`plugin ${name}: hook ${call.hook} of ${call.request.toString()} failed: ${stackOf(error)}`);
+      return failedHook(describeError(error));
+    }
+  }
+}
+
+function failedHook(message: string): WireHookResponse {
+  return { outcome: Outcome.OUTCOME_FAILED, message, status: Buffer.alloc(0), events: [], retryAfter: undefined };
 }
 
 function stackOf(error: unknown): string {

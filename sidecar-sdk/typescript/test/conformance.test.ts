@@ -9,6 +9,8 @@ import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
+import { type ServiceError, status as grpcStatus } from "@grpc/grpc-js";
+
 import { CASES } from "../conformance/plugin.js";
 import {
   type Child,
@@ -28,11 +30,17 @@ const MAIN = join(dirname(fileURLToPath(import.meta.url)), "..", "conformance", 
 interface Case {
   name: string;
   request: {
-    rpc: "GetInfo" | "Probe" | "Reconcile" | "Finalize";
+    rpc: "GetInfo" | "Probe" | "Reconcile" | "Finalize" | "Validate" | "Default" | "Hook";
     implementation?: string;
+    operation?: string;
     object?: JsonValue;
     object_raw?: string;
+    old_object?: JsonValue;
     extensions?: JsonValue[];
+    hook?: string;
+    phase?: string;
+    outcome?: string;
+    message?: string;
   };
   expect: Record<string, JsonValue>;
 }
@@ -63,7 +71,7 @@ function statusJson(raw: Uint8Array, name: string): JsonValue {
 }
 
 function responseJson(
-  response: proto.ReconcileResponse | proto.FinalizeResponse,
+  response: proto.ReconcileResponse | proto.FinalizeResponse | proto.HookResponse,
   name: string,
 ): Record<string, JsonValue> {
   const actual: Record<string, JsonValue> = {
@@ -74,6 +82,8 @@ function responseJson(
   };
   if ("status" in response) {
     actual["status"] = statusJson(response.status, name);
+  }
+  if ("conditions" in response) {
     actual["extension_statuses"] = response.extensionStatuses.map((s) => ({
       target: s.target === undefined ? null : refJson(s.target),
       status: statusJson(s.status, name),
@@ -106,7 +116,63 @@ function infoJson(info: proto.GetInfoResponse): JsonValue {
       extensions: o.extensions.map((e) => ({ group: e.group, kind: e.kind })),
     })),
     capabilities: info.capabilities.map((c) => enumName(proto.Capability, c, "CAPABILITY_")),
+    hooks: info.hooks.map((h) => ({
+      name: h.name,
+      base: { group: h.base?.group ?? "", kind: h.base?.kind ?? "" },
+      phase: enumName(proto.HookPhase, h.phase, "HOOK_PHASE_"),
+      behaviour: enumName(proto.HookBehaviour, h.behaviour, "HOOK_BEHAVIOUR_"),
+      order: h.order,
+    })),
+    call_policies: info.callPolicies.map((p) => ({
+      call: enumName(proto.Call, p.call, "CALL_"),
+      deadline_seconds: p.deadline === undefined ? null : p.deadline.seconds + p.deadline.nanos / 1e9,
+      failure_policy: enumName(proto.FailurePolicy, p.failurePolicy, "FAILURE_POLICY_"),
+    })),
   };
+}
+
+/** A generated enum's values from their names without prefix, e.g. CREATE → OPERATION_CREATE. */
+function operationOf(name = "UNSPECIFIED"): proto.Operation {
+  assert.ok(`OPERATION_${name}` in proto.Operation, name);
+  return proto.Operation[`OPERATION_${name}` as keyof typeof proto.Operation];
+}
+
+function phaseOf(name = "UNSPECIFIED"): proto.HookPhase {
+  assert.ok(`HOOK_PHASE_${name}` in proto.HookPhase, name);
+  return proto.HookPhase[`HOOK_PHASE_${name}` as keyof typeof proto.HookPhase];
+}
+
+function outcomeOf(name = "UNSPECIFIED"): proto.Outcome {
+  assert.ok(`OUTCOME_${name}` in proto.Outcome, name);
+  return proto.Outcome[`OUTCOME_${name}` as keyof typeof proto.Outcome];
+}
+
+/** A Validate or Default answer in the cases' shape, or the gRPC error: {grpc_code, message}. */
+async function admissionJson(stub: PluginStub, request: Case["request"]): Promise<Record<string, JsonValue>> {
+  const wire = {
+    implementation: request.implementation ?? "",
+    operation: operationOf(request.operation),
+    object: objectBytes(request),
+    oldObject: request.old_object === undefined ? Buffer.alloc(0) : encode(request.old_object),
+  };
+  try {
+    if (request.rpc === "Validate") {
+      const verdict = await stub.validate(wire);
+      return {
+        errors: verdict.errors.map((e) => ({ path: e.path, value: e.value, message: e.message })),
+        warnings: verdict.warnings,
+      };
+    }
+    const defaults = await stub.default(wire);
+    return { patch: statusJson(defaults.patch, "patch"), warnings: defaults.warnings };
+  } catch (error) {
+    const e = error as ServiceError;
+    return { grpc_code: enumName(grpcStatus, e.code, ""), message: e.details };
+  }
+}
+
+function objectBytes(request: Case["request"]): Buffer {
+  return request.object !== undefined ? encode(request.object) : Buffer.from(request.object_raw ?? "", "utf8");
 }
 
 describe("the shared conformance cases", () => {
@@ -146,25 +212,35 @@ describe("the shared conformance cases", () => {
       } else if (request.rpc === "Probe") {
         const probe = await stub.probe();
         actual = { ready: probe.ready, message: probe.message };
+      } else if (request.rpc === "Validate" || request.rpc === "Default") {
+        actual = await admissionJson(stub, request);
       } else {
         const wire = {
           implementation: request.implementation ?? "",
-          object:
-            request.object !== undefined ? encode(request.object) : Buffer.from(request.object_raw ?? "", "utf8"),
+          object: objectBytes(request),
           extensions: (request.extensions ?? []).map(encode),
         };
         const response =
-          request.rpc === "Reconcile" ? await stub.reconcile(wire) : await stub.finalize(wire);
-        const shaped = responseJson(response, testCase.name);
-        const contains = expected["message_contains"];
-        if (typeof contains === "string") {
-          delete expected["message_contains"];
-          const message = shaped["message"];
-          assert.ok(typeof message === "string");
-          assert.ok(message.includes(contains), `message ${JSON.stringify(message)} lacks ${JSON.stringify(contains)}`);
-          delete shaped["message"];
-        }
-        actual = shaped;
+          request.rpc === "Reconcile"
+            ? await stub.reconcile(wire)
+            : request.rpc === "Finalize"
+              ? await stub.finalize(wire)
+              : await stub.hook({
+                  ...wire,
+                  hook: request.hook ?? "",
+                  phase: phaseOf(request.phase),
+                  outcome: outcomeOf(request.outcome),
+                  message: request.message ?? "",
+                });
+        actual = responseJson(response, testCase.name);
+      }
+      const contains = expected["message_contains"];
+      if (typeof contains === "string" && typeof actual === "object" && actual !== null && !Array.isArray(actual)) {
+        delete expected["message_contains"];
+        const message = actual["message"];
+        assert.ok(typeof message === "string");
+        assert.ok(message.includes(contains), `message ${JSON.stringify(message)} lacks ${JSON.stringify(contains)}`);
+        delete actual["message"];
       }
       assert.deepEqual(actual, expected);
     });

@@ -130,6 +130,18 @@ export class PluginStub {
   finalize(request: proto.FinalizeRequest, timeoutSeconds = 5): Promise<proto.FinalizeResponse> {
     return unary((done) => this.client.finalize(request, new Metadata(), within(timeoutSeconds), done));
   }
+
+  validate(request: proto.ValidateRequest, timeoutSeconds = 5): Promise<proto.ValidateResponse> {
+    return unary((done) => this.client.validate(request, new Metadata(), within(timeoutSeconds), done));
+  }
+
+  default(request: proto.DefaultRequest, timeoutSeconds = 5): Promise<proto.DefaultResponse> {
+    return unary((done) => this.client.default(request, new Metadata(), within(timeoutSeconds), done));
+  }
+
+  hook(request: proto.HookRequest, timeoutSeconds = 5): Promise<proto.HookResponse> {
+    return unary((done) => this.client.hook(request, new Metadata(), within(timeoutSeconds), done));
+  }
 }
 
 /** What the fake operator learned by dialing a new instance back. */

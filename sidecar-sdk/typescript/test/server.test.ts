@@ -278,7 +278,7 @@ describe("the Plugin service", () => {
     assert.equal((await dialer.open(server.socketPath).probe()).ready, true);
   });
 
-  it("answers Validate, Default and Hook with UNIMPLEMENTED, advertising none of them", async () => {
+  it("answers Validate, Default and Hook with UNIMPLEMENTED when it has none of their methods, advertising none", async () => {
     const server = await start(new Echo(), INFO, 60);
     const stub = dialer.open(server.socketPath);
     const info = await stub.getInfo();

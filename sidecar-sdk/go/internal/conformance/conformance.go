@@ -25,11 +25,26 @@ func Info() kplug.Info {
 			Implementation: "Conformance",
 			Extensions:     []kplug.GroupKind{{Group: group, Kind: "WidgetExtensionA"}, {Group: group, Kind: "WidgetExtensionB"}},
 		}},
+		Hooks: []kplug.Hook{
+			{Name: "audit", Base: widget, Phase: kplug.PhaseBeforeReconcile, Behaviour: kplug.BehaviourSyncEnforce, Order: -10},
+			{Name: "record", Base: widget, Phase: kplug.PhaseAfterReconcile, Behaviour: kplug.BehaviourSyncBypass},
+			{Name: "backup", Base: widget, Phase: kplug.PhaseBeforeFinalize, Behaviour: kplug.BehaviourSyncEnforce},
+			{Name: "notify", Base: kplug.GroupKind{Group: group, Kind: "Gadget"}, Phase: kplug.PhaseAfterFinalize, Behaviour: kplug.BehaviourAsync, Order: 5},
+		},
+		CallPolicies: []kplug.CallPolicy{
+			{Call: kplug.CallReconcile, Deadline: 120 * time.Second},
+			{Call: kplug.CallValidate, Deadline: 2 * time.Second, FailurePolicy: kplug.FailurePolicyFail},
+			{Call: kplug.CallDefault, Deadline: 1500 * time.Millisecond, FailurePolicy: kplug.FailurePolicyIgnore},
+			{Call: kplug.CallHook},
+		},
 	}
 }
 
-// Plugin is the conformance plugin. It implements Finalize and readiness,
-// so it advertises RECONCILE and FINALIZE.
+var widget = kplug.GroupKind{Group: group, Kind: "Widget"}
+
+// Plugin is the conformance plugin. It implements Finalize, Validate,
+// Default, Hook and readiness, so it advertises RECONCILE, FINALIZE,
+// VALIDATE, DEFAULT and HOOKS.
 type Plugin struct {
 	kplug.ReadinessGate
 }
@@ -98,8 +113,110 @@ func (p *Plugin) Finalize(_ context.Context, req *kplug.Request) (*kplug.Respons
 	return response, nil
 }
 
+// Validate follows the README's Validate: errors (with or without a
+// value), warnings, echo, and "raise".
+func (p *Plugin) Validate(_ context.Context, req *kplug.AdmissionRequest) (*kplug.Validation, error) {
+	c := specDirectives(req.Spec())
+	if c["action"] == "raise" {
+		return nil, &Error{Message: text(c, "message")}
+	}
+	verdict := kplug.Allowed()
+	for _, item := range list(c, "errors") {
+		e, _ := item.(map[string]any)
+		if value, ok := e["value"]; ok {
+			verdict.WithError(text(e, "path"), value, text(e, "message"))
+		} else {
+			verdict.WithErrorAt(text(e, "path"), text(e, "message"))
+		}
+	}
+	for _, w := range list(c, "warnings") {
+		warning, _ := w.(string)
+		verdict.WithWarning(warning)
+	}
+	if echo, _ := c["echo"].(bool); echo {
+		old := "none"
+		if req.OldObject != nil {
+			old = req.OldObject.Kind() + "/" + req.OldObject.Name()
+		}
+		verdict.WithWarning(fmt.Sprintf("%s %s %s/%s old=%s", req.Operation, req.Implementation, req.Kind(), req.Name(), old))
+	}
+	return verdict, nil
+}
+
+// Default follows the README's Default: patch (through the SDK's
+// builder), warnings, and "raise".
+func (p *Plugin) Default(_ context.Context, req *kplug.AdmissionRequest) (*kplug.Defaults, error) {
+	c := specDirectives(req.Spec())
+	if c["action"] == "raise" {
+		return nil, &Error{Message: text(c, "message")}
+	}
+	defaults := kplug.NoDefaults()
+	for _, item := range list(c, "patch") {
+		op, _ := item.(map[string]any)
+		switch text(op, "op") {
+		case "add":
+			defaults.Add(text(op, "path"), op["value"])
+		case "replace":
+			defaults.Replace(text(op, "path"), op["value"])
+		default:
+			defaults.Remove(text(op, "path"))
+		}
+	}
+	for _, w := range list(c, "warnings") {
+		warning, _ := w.(string)
+		defaults.WithWarning(warning)
+	}
+	return defaults, nil
+}
+
+// Hook follows the README's Hook: the outcome and events as for Finalize,
+// status (reserved keys allowed) and echo.
+func (p *Plugin) Hook(_ context.Context, call *kplug.HookCall) (*kplug.Response, error) {
+	req := call.Request
+	c := directives(req)
+	response, err := outcome(c)
+	if err != nil {
+		return nil, err
+	}
+	status, hasStatus := c["status"]
+	if echo, _ := c["echo"].(bool); echo {
+		merged := map[string]any{}
+		if m, ok := status.(map[string]any); ok {
+			for k, v := range m {
+				merged[k] = v
+			}
+		}
+		extensions := make([]any, 0, len(req.Extensions))
+		for _, e := range req.Extensions {
+			extensions = append(extensions, e.Kind()+"/"+e.Name())
+		}
+		var phase, result any
+		if call.Phase != 0 {
+			phase = call.Phase.String()
+		}
+		if call.Outcome != 0 {
+			result = call.Outcome.String()
+		}
+		merged["echo"] = map[string]any{
+			"hook": call.Hook, "phase": phase, "implementation": req.Implementation,
+			"name": req.Name(), "namespace": req.Namespace(), "extensions": extensions,
+			"outcome": result, "message": call.Message,
+		}
+		status, hasStatus = merged, true
+	}
+	if hasStatus {
+		response.WithStatus(status)
+	}
+	addEvents(response, req, c)
+	return response, nil
+}
+
 func directives(req *kplug.Request) map[string]any {
-	c, _ := req.Spec()["conformance"].(map[string]any)
+	return specDirectives(req.Spec())
+}
+
+func specDirectives(spec map[string]any) map[string]any {
+	c, _ := spec["conformance"].(map[string]any)
 	if c == nil {
 		c = map[string]any{}
 	}

@@ -18,6 +18,7 @@ the operator by heartbeat, answers probes, and drains on SIGTERM::
 See docs/protocol.md in the kplug repository for the protocol behind it.
 """
 
+from kplug.admission import AdmissionRequest, Defaults, FieldError, Operation, Validation
 from kplug.errors import (
     InvalidNameError,
     InvalidRequestError,
@@ -25,6 +26,16 @@ from kplug.errors import (
     NotASocketError,
     SocketInUseError,
     StartupError,
+)
+from kplug.hooks import (
+    Behaviour,
+    Call,
+    CallPolicy,
+    FailurePolicy,
+    Hook,
+    HookCall,
+    HookResponse,
+    Phase,
 )
 from kplug.info import GroupKind, Offer, PluginInfo
 from kplug.plugin import Plugin, Readiness
@@ -43,9 +54,19 @@ __all__ = [
     "PROTOCOL",
     "RESERVED_CONDITION_TYPES",
     "RESERVED_STATUS_KEYS",
+    "AdmissionRequest",
+    "Behaviour",
+    "Call",
+    "CallPolicy",
     "Condition",
+    "Defaults",
     "Event",
+    "FailurePolicy",
+    "FieldError",
     "GroupKind",
+    "Hook",
+    "HookCall",
+    "HookResponse",
     "InvalidNameError",
     "InvalidRequestError",
     "JsonObject",
@@ -54,7 +75,9 @@ __all__ = [
     "ObjectRef",
     "ObjectStatus",
     "Offer",
+    "Operation",
     "Outcome",
+    "Phase",
     "Plugin",
     "PluginInfo",
     "PluginServer",
@@ -63,6 +86,7 @@ __all__ = [
     "Response",
     "SocketInUseError",
     "StartupError",
+    "Validation",
     "run",
     "serve",
 ]

@@ -1,12 +1,22 @@
-"""What a plugin is and serves: its name, version and offers."""
+"""What a plugin is and serves: its name, version, offers, hooks and call policies."""
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 
 from kplug._proto import types_pb2
 from kplug.errors import StartupError
-from kplug.protocol import PROTOCOL, validate_name
+from kplug.hooks import Behaviour, Call, CallPolicy, FailurePolicy, Hook, Phase
+from kplug.protocol import (
+    MAX_CALL_POLICIES,
+    MAX_HOOKS,
+    MAX_NAME_LENGTH,
+    PROTOCOL,
+    is_dns_label,
+    validate_name,
+)
 
 __all__ = ["PROTOCOL", "GroupKind", "Offer", "PluginInfo", "validate_name"]
 
@@ -48,12 +58,18 @@ class Offer:
 
 @dataclass
 class PluginInfo:
-    """Describes a plugin; sent in every heartbeat and answered by GetInfo.
+    """Describes a plugin; sent in every heartbeat and answered by GetInfo, hooks and call
+    policies included, so the two always agree.
 
     ``finalize`` decides whether the plugin advertises the FINALIZE capability
     (the operator then adds a finalizer and calls ``Plugin.finalize`` before
     deletion). Left at ``None``, it is advertised when the plugin class
-    overrides ``finalize``.
+    overrides ``finalize``. (VALIDATE, DEFAULT and HOOKS are advertised exactly when the plugin
+    class overrides ``validate``, ``default`` and ``hook``.)
+
+    ``hooks`` are the hooks the plugin declares (the plugin must override ``Plugin.hook``);
+    ``call_policies`` ask for a deadline, and for admission a failure policy, per call (one per
+    call). Both are checked when the plugin starts, as the operator checks them.
     """
 
     name: str
@@ -61,6 +77,16 @@ class PluginInfo:
     offers: list[Offer] = field(default_factory=list)
     description: str = ""
     finalize: bool | None = None
+    hooks: list[Hook] = field(default_factory=list)
+    call_policies: list[CallPolicy] = field(default_factory=list)
+
+    def hooks_proto(self) -> list[types_pb2.Hook]:
+        """The hooks as GetInfo and heartbeats carry them."""
+        return [hook.to_proto() for hook in self.hooks]
+
+    def call_policies_proto(self) -> list[types_pb2.CallPolicy]:
+        """The call policies as GetInfo and heartbeats carry them."""
+        return [policy.to_proto() for policy in self.call_policies]
 
     def validate(self) -> None:
         """Raise :class:`StartupError` if the operator would refuse this plugin."""
@@ -69,10 +95,11 @@ class PluginInfo:
             raise StartupError(
                 f"plugin {self.name!r}: version is empty; set a version, e.g. '1.0.0'"
             )
-        if not self.offers:
+        if not self.offers and not self.hooks:
             raise StartupError(
                 f"plugin {self.name!r} offers nothing: add at least one "
-                "Offer(base=GroupKind(group, kind), implementation=...) to PluginInfo.offers"
+                "Offer(base=GroupKind(group, kind), implementation=...) to PluginInfo.offers "
+                "(or declare hooks)"
             )
         for offer in self.offers:
             if not offer.base.kind or not offer.implementation:
@@ -80,3 +107,75 @@ class PluginInfo:
                     f"plugin {self.name!r}: every offer needs a base kind and an implementation "
                     f"name, got {offer!r}"
                 )
+        self._validate_hooks()
+        self._validate_call_policies()
+
+    def _validate_hooks(self) -> None:
+        if len(self.hooks) > MAX_HOOKS:
+            raise StartupError(
+                f"plugin {self.name} cannot start: {len(self.hooks)} hooks are declared; at most "
+                f"{MAX_HOOKS} are accepted"
+            )
+        seen: set[str] = set()
+        for hook in self.hooks:
+            name = getattr(hook, "name", hook)
+            if not isinstance(name, str) or not is_dns_label(name):
+                problem = (
+                    "its name must be a DNS label: lowercase letters, digits and '-', starting "
+                    f"and ending with a letter or digit, at most {MAX_NAME_LENGTH} characters"
+                )
+            elif name in seen:
+                problem = "it is declared twice; hook names are unique within a plugin"
+            elif not isinstance(hook.base, GroupKind) or not hook.base.kind:
+                problem = "it names no base kind; use base=GroupKind(group, kind)"
+            elif not isinstance(hook.phase, Phase):
+                problem = f"its phase must be a kplug.Phase, got {hook.phase!r}"
+            elif not isinstance(hook.behaviour, Behaviour):
+                problem = f"its behaviour must be a kplug.Behaviour, got {hook.behaviour!r}"
+            elif not isinstance(hook.order, int) or not -(2**31) <= hook.order < 2**31:
+                problem = f"its order must be a 32-bit integer, got {hook.order!r}"
+            else:
+                seen.add(name)
+                continue
+            raise StartupError(
+                f"plugin {self.name} cannot start: hook {json.dumps(str(name))}: {problem}"
+            )
+
+    def _validate_call_policies(self) -> None:
+        if len(self.call_policies) > MAX_CALL_POLICIES:
+            raise StartupError(
+                f"plugin {self.name} cannot start: {len(self.call_policies)} call policies are "
+                f"declared; at most {MAX_CALL_POLICIES} are accepted"
+            )
+        seen: set[Call] = set()
+        for policy in self.call_policies:
+            call = policy.call
+            deadline = policy.deadline_seconds
+            if not isinstance(call, Call):
+                problem = f"the call must be a kplug.Call, got {call!r}"
+            elif call in seen:
+                problem = "declared twice; one policy per call"
+            elif deadline is not None and (
+                isinstance(deadline, bool)
+                or not isinstance(deadline, int | float)
+                or not math.isfinite(deadline)
+                or deadline <= 0
+            ):
+                problem = (
+                    f"the deadline must be a positive number of seconds, got {deadline!r} (leave "
+                    "it None for the operator's default)"
+                )
+            elif policy.failure_policy is not None and not isinstance(
+                policy.failure_policy, FailurePolicy
+            ):
+                problem = (
+                    f"the failure policy must be a kplug.FailurePolicy or None, got "
+                    f"{policy.failure_policy!r}"
+                )
+            else:
+                seen.add(call)
+                continue
+            what = call.name if isinstance(call, Call) else repr(call)
+            raise StartupError(
+                f"plugin {self.name} cannot start: call policy for {what}: {problem}"
+            )

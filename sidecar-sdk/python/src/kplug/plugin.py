@@ -5,9 +5,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kplug.request import Request
 from kplug.response import Response
+
+if TYPE_CHECKING:
+    from kplug.admission import AdmissionRequest, Defaults, Validation
+    from kplug.hooks import HookCall, HookResponse
 
 
 @dataclass(frozen=True)
@@ -19,8 +24,10 @@ class Readiness:
 
 
 class Plugin(abc.ABC):
-    """A kplug plugin: override :meth:`reconcile`, and :meth:`finalize` and :meth:`ready` if
-    needed.
+    """A kplug plugin: override :meth:`reconcile`, and :meth:`finalize`, :meth:`validate`,
+    :meth:`default`, :meth:`hook` and :meth:`ready` if needed. Overriding ``finalize``,
+    ``validate``, ``default`` or ``hook`` is what advertises the FINALIZE, VALIDATE, DEFAULT or
+    HOOKS capability; the operator calls only what is advertised.
 
     Handlers may be ``async def`` (run on the event loop) or plain ``def``
     (run in a worker thread, so blocking database drivers are fine). Several
@@ -46,6 +53,42 @@ class Plugin(abc.ABC):
         """
         return Response.ok()
 
+    def validate(self, request: AdmissionRequest) -> Validation | Awaitable[Validation]:
+        """Decide, at admission, whether an object may be created or changed: an object of a
+        base kind this plugin offers (reconciled, or to be, by its implementation), or an
+        extension of a kind one of its offers declares (``request.implementation`` says which
+        offer). Field errors refuse it, and ``kubectl apply`` prints them.
+
+        Overriding it advertises the VALIDATE capability. An exception raised here means the
+        plugin could not decide: the SDK answers with a gRPC ``INTERNAL`` error carrying
+        ``"<ExceptionType>: <message>"``, and the failure policy (the plugin's
+        :class:`kplug.CallPolicy`, else the operator's) refuses or admits the object. To
+        refuse, return field errors.
+        """
+        raise NotImplementedError("validate")  # never called unless overridden
+
+    def default(self, request: AdmissionRequest) -> Defaults | Awaitable[Defaults]:
+        """Fill in defaults, at admission, of the same objects as :meth:`validate` (which then
+        sees the defaulted object): a JSON Patch built with :class:`kplug.Defaults`, limited to
+        ``/spec``, ``/metadata/labels`` and ``/metadata/annotations``.
+
+        Overriding it advertises the DEFAULT capability. An exception raised here (a path
+        outside those, too) is answered with a gRPC ``INTERNAL`` error carrying its message, so
+        the failure policy decides.
+        """
+        raise NotImplementedError("default")  # never called unless overridden
+
+    def hook(self, call: HookCall) -> HookResponse | Awaitable[HookResponse]:
+        """Run one of the hooks declared in :attr:`kplug.PluginInfo.hooks` (``call.hook`` names
+        it). The answer's outcome, message, retry delay, status (written under
+        ``status.hooks.<plugin>``) and events count. An exception becomes an ``OUTCOME_FAILED``
+        answer with its message, as for :meth:`reconcile`.
+
+        Overriding it advertises the HOOKS capability; declaring hooks without it is a start-up
+        error.
+        """
+        raise NotImplementedError("hook")  # never called unless overridden
+
     def ready(self) -> Readiness | bool | Awaitable[Readiness | bool]:
         """Answer the operator's Probe; while not ready, no work is routed to the plugin.
 
@@ -54,6 +97,12 @@ class Plugin(abc.ABC):
         return Readiness()
 
 
+def overrides(plugin: Plugin, method: str) -> bool:
+    """Whether the plugin's class implements its own ``method`` (e.g. ``"finalize"``)."""
+    default = getattr(Plugin, method)
+    return getattr(type(plugin), method, default) is not default
+
+
 def overrides_finalize(plugin: Plugin) -> bool:
     """Whether the plugin's class implements its own :meth:`Plugin.finalize`."""
-    return getattr(type(plugin), "finalize", Plugin.finalize) is not Plugin.finalize
+    return overrides(plugin, "finalize")

@@ -54,6 +54,30 @@ RESERVED_CONDITION_TYPES = frozenset(
 )
 """Condition types the operator owns; a plugin condition of one of them is refused."""
 
+MAX_MESSAGE_CHARS = 1024
+"""The longest message the operator keeps (a field error's message and value are cut to it)."""
+
+MAX_HOOKS = 16
+"""The most hooks a plugin may declare."""
+
+MAX_CALL_POLICIES = 16
+"""The most call policies a plugin may declare."""
+
+MAX_FIELD_ERRORS = 64
+"""The most field errors in one Validate answer; past it, the last says how many more there were."""
+
+MAX_WARNINGS = 16
+"""The most warnings in one admission answer; past it, the last says how many more there were."""
+
+MAX_WARNING_CHARS = 256
+"""The longest warning; a longer one is cut, ending with an ellipsis."""
+
+MAX_PATCH_BYTES = 256 * 1024
+"""The largest JSON Patch a Default answer may carry."""
+
+DEFAULT_PATCH_PREFIXES = ("/spec", "/metadata/labels", "/metadata/annotations")
+"""The paths a Default patch may change (each, or anything below it)."""
+
 BACKOFF_INITIAL_SECONDS = 0.1
 """The first wait after a failed heartbeat."""
 
@@ -78,6 +102,22 @@ def validate_name(name: str) -> None:
             f"and '-', starting and ending with a letter or digit, at most {MAX_NAME_LENGTH} "
             "characters), e.g. 'postgresql'"
         )
+
+
+def is_dns_label(name: str) -> bool:
+    """Whether ``name`` is a DNS label: what plugin and hook names must be."""
+    return len(name) <= MAX_NAME_LENGTH and _DNS_LABEL.fullmatch(name) is not None
+
+
+def default_patch_path_allowed(path: str) -> bool:
+    """Whether a Default patch may touch ``path``: one of :data:`DEFAULT_PATCH_PREFIXES`, or a
+    path below one of them (``/specification`` is neither)."""
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in DEFAULT_PATCH_PREFIXES)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_heartbeat_interval(text: str | None) -> float | None:

@@ -67,8 +67,8 @@ class Request:
         a JSON object."""
         return cls(
             implementation=implementation,
-            object=_decode_object("the base object", obj),
-            extensions=[_decode_object(f"extension #{i}", e) for i, e in enumerate(extensions)],
+            object=decode_object("the base object", obj),
+            extensions=[decode_object(f"extension #{i}", e) for i, e in enumerate(extensions)],
         )
 
     @classmethod
@@ -100,8 +100,11 @@ class Request:
         """
         return cls.decode(
             implementation,
-            _encode("the base object", object),
-            [_encode(f"extension #{i}", e) for i, e in enumerate(extensions)],
+            encode_for_request("Request.from_json: the base object", object),
+            [
+                encode_for_request(f"Request.from_json: extension #{i}", e)
+                for i, e in enumerate(extensions)
+            ],
         )
 
     @property
@@ -161,7 +164,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _encode(what: str, value: Mapping[str, Any] | str | bytes) -> bytes:
+def encode_for_request(what: str, value: Mapping[str, Any] | str | bytes) -> bytes:
+    """``value`` (a dict or JSON text) as the JSON bytes the operator would send."""
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -170,12 +174,13 @@ def _encode(what: str, value: Mapping[str, Any] | str | bytes) -> bytes:
         return json.dumps(value, allow_nan=False).encode()
     except (TypeError, ValueError) as e:
         raise InvalidRequestError(
-            f"Request.from_json: {what} cannot be encoded as JSON: {e}; pass what the API "
+            f"{what} cannot be encoded as JSON: {e}; pass what the API "
             "server would serve (dicts, lists, strings, numbers, booleans, None)"
         ) from e
 
 
-def _decode_object(what: str, data: bytes) -> JsonObject:
+def decode_object(what: str, data: bytes) -> JsonObject:
+    """The JSON object in ``data``; :class:`InvalidRequestError` naming ``what`` otherwise."""
     try:
         value = json.loads(data, parse_constant=_reject_constant)
     # The texts are the Rust SDK's too (see sidecar-sdk/conformance/README.md).

@@ -204,7 +204,7 @@ class Response:
                     f"extension_status targets the base object {item.target}; set its status "
                     "with with_status() or status="
                 )
-            _check_sent(item.target, extensions, "a status")
+            check_sent(item.target, extensions, "a status")
             _check_status_keys(item.status, f"status of {item.target}")
             response.extension_statuses.append(
                 plugin_pb2.ObjectStatus(
@@ -252,7 +252,7 @@ class Response:
     ) -> list[types_pb2.Event]:
         for event in self.events:
             if event.regarding is not None:
-                _check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
+                check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
         return [event.to_proto() for event in self.events]
 
 
@@ -295,7 +295,7 @@ def _check_condition_type(type: str) -> None:
         )
 
 
-def _check_sent(target: ObjectRef, sent: Sequence[ObjectRef], what: str) -> None:
+def check_sent(target: ObjectRef, sent: Sequence[ObjectRef], what: str) -> None:
     if not any(_same_object(target, candidate) for candidate in sent):
         raise ValueError(
             f"{what} targets {target} ({target.api_version}), which was not sent to this "

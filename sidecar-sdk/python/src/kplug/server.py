@@ -24,7 +24,7 @@ from kplug._proto import plugin_pb2_grpc, registry_pb2
 from kplug.errors import StartupError
 from kplug.heartbeat import Heartbeat
 from kplug.info import PluginInfo
-from kplug.plugin import Plugin
+from kplug.plugin import Plugin, overrides
 from kplug.protocol import (
     DEFAULT_SOCKET_DIR,
     HEARTBEAT_INTERVAL_ENV,
@@ -59,6 +59,11 @@ class PluginServer:
         grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         info.validate()
+        if info.hooks and not overrides(plugin, "hook"):
+            raise StartupError(
+                f"plugin {info.name} cannot start: it declares hooks but does not implement "
+                "Plugin.hook"
+            )
         self.plugin = plugin
         self.info = info
         self.socket_dir = Path(socket_dir or os.environ.get(SOCKET_DIR_ENV) or DEFAULT_SOCKET_DIR)
@@ -76,6 +81,8 @@ class PluginServer:
                 socket=str(self.socket_path.relative_to(self.socket_dir)),
                 offers=[offer.to_proto() for offer in info.offers],
                 capabilities=capabilities(plugin, info),
+                hooks=info.hooks_proto(),
+                call_policies=info.call_policies_proto(),
             ),
             _interval(info.name, heartbeat_interval),
         )

@@ -1,9 +1,14 @@
 """The kplug.v1.Plugin gRPC service: decodes requests, calls the plugin, encodes responses.
 
-Nothing a plugin does turns into a gRPC error: invalid input, a handler
-exception or an invalid response all become ``OUTCOME_FAILED`` with a
-message, because the operator shows that message on the resource, where the
-user looks, while a gRPC error would only be retried.
+In Reconcile, Finalize and Hook nothing a plugin does turns into a gRPC error: invalid input,
+a handler exception or an invalid response all become ``OUTCOME_FAILED`` with a message,
+because the operator shows that message on the resource, where the user looks, while a gRPC
+error would only be retried.
+
+Validate and Default are the exception (docs/protocol.md, "Admission: Validate and Default"):
+a handler exception or an invalid answer is a gRPC ``INTERNAL`` error with its message, and an
+object that is not JSON ``INVALID_ARGUMENT``, so that the failure policy decides; the operator
+shows the message to the client. A call the plugin does not implement is ``UNIMPLEMENTED``.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import grpc
 
 from kplug import tracing
 from kplug._proto import plugin_pb2, plugin_pb2_grpc, types_pb2
+from kplug.admission import AdmissionRequest, Defaults, Validation
 from kplug.errors import InvalidRequestError
+from kplug.hooks import HookCall, HookResponse
 from kplug.info import PROTOCOL, PluginInfo
-from kplug.plugin import Plugin, Readiness, overrides_finalize
+from kplug.plugin import Plugin, Readiness, overrides, overrides_finalize
 from kplug.request import Request
 from kplug.response import Response
 
@@ -30,9 +37,17 @@ T = TypeVar("T")
 
 
 def capabilities(plugin: Plugin, info: PluginInfo) -> list[types_pb2.Capability]:
-    """RECONCILE always; FINALIZE when asked for, or when the plugin overrides finalize."""
+    """RECONCILE always; FINALIZE when asked for, or when the plugin overrides finalize;
+    VALIDATE, DEFAULT and HOOKS when it overrides validate, default and hook (in that order,
+    as every SDK sends them)."""
     finalize = overrides_finalize(plugin) if info.finalize is None else info.finalize
-    return [types_pb2.CAPABILITY_RECONCILE] + ([types_pb2.CAPABILITY_FINALIZE] if finalize else [])
+    optional = [
+        (finalize, types_pb2.CAPABILITY_FINALIZE),
+        (overrides(plugin, "validate"), types_pb2.CAPABILITY_VALIDATE),
+        (overrides(plugin, "default"), types_pb2.CAPABILITY_DEFAULT),
+        (overrides(plugin, "hook"), types_pb2.CAPABILITY_HOOKS),
+    ]
+    return [types_pb2.CAPABILITY_RECONCILE] + [c for wanted, c in optional if wanted]
 
 
 def describe_exception(error: BaseException) -> str:
@@ -75,6 +90,8 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
             offers=[offer.to_proto() for offer in self._info.offers],
             capabilities=self._capabilities,
             description=self._info.description,
+            hooks=self._info.hooks_proto(),
+            call_policies=self._info.call_policies_proto(),
         )
 
     async def Probe(  # noqa: N802
@@ -143,3 +160,100 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
         except Exception as e:
             logger.exception("plugin %s: %s of %s failed", self._info.name, call, decoded)
             return wire_type(outcome=types_pb2.OUTCOME_FAILED, message=describe_exception(e))
+
+    async def Validate(  # noqa: N802
+        self, request: plugin_pb2.ValidateRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.ValidateResponse:
+        with tracing.handler_span(self._info.name, "Validate", context.invocation_metadata()):
+            return await self._admit(
+                "validate",
+                request,
+                context,
+                Validation,
+                lambda verdict: cast(Validation, verdict).to_proto(),
+            )
+
+    async def Default(  # noqa: N802
+        self, request: plugin_pb2.DefaultRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.DefaultResponse:
+        with tracing.handler_span(self._info.name, "Default", context.invocation_metadata()):
+            return await self._admit(
+                "default",
+                request,
+                context,
+                Defaults,
+                lambda defaults: cast(Defaults, defaults).to_proto(),
+            )
+
+    async def Hook(  # noqa: N802
+        self, request: plugin_pb2.HookRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.HookResponse:
+        if not overrides(self._plugin, "hook"):
+            await self._unimplemented(context, "Hook")
+        with tracing.handler_span(self._info.name, "Hook", context.invocation_metadata()):
+            try:
+                call = HookCall.decode(request)
+            except InvalidRequestError as e:
+                logger.error("plugin %s: %s; hook not called", self._info.name, e)
+                return plugin_pb2.HookResponse(outcome=types_pb2.OUTCOME_FAILED, message=str(e))
+            decoded = call.request
+            try:
+                response = await call_handler(self._plugin.hook, call)
+                if not isinstance(response, HookResponse):
+                    raise TypeError(
+                        f"hook() must return a kplug.HookResponse, got {type(response).__name__}"
+                    )
+                return response.to_proto(
+                    decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
+                )
+            except Exception as e:
+                logger.exception(
+                    "plugin %s: hook %s of %s failed", self._info.name, call.hook, decoded
+                )
+                return plugin_pb2.HookResponse(
+                    outcome=types_pb2.OUTCOME_FAILED, message=describe_exception(e)
+                )
+
+    async def _admit(
+        self,
+        call: str,
+        request: plugin_pb2.ValidateRequest | plugin_pb2.DefaultRequest,
+        context: grpc.aio.ServicerContext,
+        answer_type: type,
+        encode: Callable[[Any], T],
+    ) -> T:
+        """Decode, run the handler, encode; an error is a gRPC error (see the module's doc)."""
+        rpc = call.capitalize()
+        if not overrides(self._plugin, call):
+            await self._unimplemented(context, rpc)
+        try:
+            decoded = AdmissionRequest.decode(
+                request.implementation, request.operation, request.object, request.old_object
+            )
+        except InvalidRequestError as e:
+            logger.error("plugin %s: %s; %s not called", self._info.name, e, call)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise  # abort raises; this keeps type checkers informed
+        handler = getattr(self._plugin, call)
+        problem: str | None = None
+        try:
+            answer = await call_handler(handler, decoded)
+            if not isinstance(answer, answer_type):
+                raise TypeError(
+                    f"{call}() must return a kplug.{answer_type.__name__}, got "
+                    f"{type(answer).__name__}"
+                )
+            return encode(answer)
+        except Exception as e:
+            logger.exception(
+                "plugin %s: %s of %s %s failed", self._info.name, call, decoded.kind, decoded.name
+            )
+            problem = describe_exception(e)
+        await context.abort(grpc.StatusCode.INTERNAL, problem)
+        raise AssertionError("unreachable: abort raises")
+
+    async def _unimplemented(self, context: grpc.aio.ServicerContext, rpc: str) -> None:
+        # The operator calls only what is advertised: this is a client's mistake.
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, f"plugin {self._info.name} does not implement {rpc}"
+        )
