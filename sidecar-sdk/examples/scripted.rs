@@ -65,7 +65,10 @@ impl Scripted {
     fn record_line(&self, line: serde_json::Value) {
         let Some(log) = &self.log else { return };
         let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(file, "{line}");
+        // One write(2) per line: several plugin processes append to one log,
+        // and `writeln!` writes the line and its newline separately, so two
+        // processes' lines could interleave into two unreadable ones.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
