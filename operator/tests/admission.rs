@@ -4,7 +4,8 @@
 //! the certificate it made), the real kube-apiserver calls them, and the
 //! real `kubectl apply` shows what they answered. The plugins are the
 //! example's SQLite plugin (Validate) and MariaDB plugin (Default: the
-//! extension's storage engine; no MariaDB server is needed for that).
+//! extension's storage engine; no MariaDB server is needed for that), and
+//! the SQLiteShell shell plugin (Validate by a script, under kplug-exec).
 
 mod support;
 
@@ -563,5 +564,40 @@ async fn a_certificate_from_a_tls_secret_is_served_and_reloaded_when_renewed() {
         },
     )
     .await;
+    unregister(&w).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_plugins_validate_script_refuses_at_kubectl_apply() {
+    let (w, _) = webhook_world("admission-shell", &[]).await;
+    let data = tempfile::tempdir().unwrap();
+    let _shell = spawn_shell_plugin(&w, data.path());
+    w.until_plugin_up("sqlite-sh", T).await;
+    let shell_table = |name: &str, columns: &[(&str, &str)]| {
+        let mut t = table(name, columns, json!([]));
+        t["spec"]["preferredImplementation"] = json!("SQLiteShell");
+        t
+    };
+    let bad = shell_table("bad", &[("id", "int64"), ("price", "money")]);
+    until_webhooks_called(&w, &bad).await;
+    let out = apply(&w, &bad).await;
+    assert!(
+        !out.ok,
+        "an unknown column type was admitted: {}",
+        out.stdout
+    );
+    for part in [
+        "is invalid",
+        "spec.columns[1].type",
+        "\"money\"",
+        "(plugin sqlite-sh)",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    assert!(w.tables().get_opt("bad").await.unwrap().is_none());
+    let good = shell_table("good", &[("id", "int64"), ("price", "float64")]);
+    let out = apply(&w, &good).await;
+    assert!(out.ok, "{}", out.stderr);
+    w.ready_on("good", "SQLiteShell", T).await;
     unregister(&w).await;
 }

@@ -9,31 +9,13 @@
 mod support;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::*;
-use tokio::process::{Child, Command};
 
 const T: Duration = Duration::from_secs(60);
-
-/// kplug-exec serving the example's manifest, keeping its files in `data`.
-fn shell_plugin(w: &World, data: &Path) -> Child {
-    let manifest = kplug_testenv::workspace_root()
-        .join("examples/database-table/sqlite-shell-plugin/plugin.yaml");
-    Command::new(kplug_testenv::workspace_binary("kplug-exec"))
-        .arg("--manifest")
-        .arg(manifest)
-        .env("KPLUG_SOCKET_DIR", w.sockets.path())
-        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
-        .env("KPLUG_SQLITE_DATA_DIR", data)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start kplug-exec")
-}
 
 /// The table's columns in `db`: name and declared type, in order.
 fn columns_in(db: &Path, table: &str) -> Vec<(String, String)> {
@@ -114,7 +96,7 @@ async fn a_shell_plugin_keeps_a_table_in_sqlite() {
     let w = world("sqlite-sh", &[]).await;
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("shop.db");
-    let _plugin = shell_plugin(&w, data.path());
+    let _plugin = spawn_shell_plugin(&w, data.path());
 
     w.create(
         &sqlite_ext_resource(),
@@ -241,7 +223,7 @@ async fn the_shell_plugins_hooks_back_up_before_a_change_and_audit_after() {
     let db = data.path().join("books.db");
     let backups = data.path().join("backups");
     let audit = data.path().join("audit.log");
-    let _plugin = shell_plugin(&w, data.path());
+    let _plugin = spawn_shell_plugin(&w, data.path());
     let two = [("id", "uint64"), ("amount", "float64")];
     w.create(
         &table_resource(),

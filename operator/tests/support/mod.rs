@@ -331,6 +331,24 @@ pub fn operator_command_for(
     cmd
 }
 
+/// kplug-exec serving the SQLiteShell example
+/// (`examples/database-table/sqlite-shell-plugin`), keeping its files in
+/// `data`.
+pub fn spawn_shell_plugin(world: &World, data: &Path) -> Child {
+    let manifest = kplug_testenv::workspace_root()
+        .join("examples/database-table/sqlite-shell-plugin/plugin.yaml");
+    Command::new(kplug_testenv::workspace_binary("kplug-exec"))
+        .arg("--manifest")
+        .arg(manifest)
+        .env("KPLUG_SOCKET_DIR", world.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .env("KPLUG_SQLITE_DATA_DIR", data)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start kplug-exec (cargo build -p kplug-exec)")
+}
+
 /// Starts the scripted plugin with `env` (see sidecar-sdk/examples/scripted.rs).
 pub fn spawn_plugin(world: &World, env: &[(&str, &str)]) -> Child {
     spawn_plugin_in(world, world.sockets.path(), env)
