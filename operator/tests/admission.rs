@@ -601,3 +601,45 @@ async fn the_shell_plugins_validate_script_refuses_at_kubectl_apply() {
     w.ready_on("good", "SQLiteShell", T).await;
     unregister(&w).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_selection_all_every_validating_plugin_of_the_kind_is_asked() {
+    let (w, _) = webhook_world("admission-all", &["--selection", "all"]).await;
+    let (rust_data, shell_data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let _sqlite = sqlite_plugin(&w, rust_data.path());
+    let _shell = spawn_shell_plugin(&w, shell_data.path());
+    w.until_plugin_up("sqlite", T).await;
+    w.until_plugin_up("sqlite-sh", T).await;
+    let bad = table("bad", &[("id", "int64"), ("price", "money")], json!([]));
+    until_webhooks_called(&w, &bad).await;
+    let out = apply(&w, &bad).await;
+    assert!(
+        !out.ok,
+        "an unknown column type was admitted: {}",
+        out.stdout
+    );
+    // Both plugins refuse it, each naming itself.
+    for part in [
+        "spec.columns[1].type",
+        "(plugin sqlite)",
+        "(plugin sqlite-sh)",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    let m = w.metrics().await;
+    for plugin in ["sqlite", "sqlite-sh"] {
+        assert!(
+            metric_sum(
+                &m,
+                "kplug_admission_total",
+                &[
+                    ("webhook", "validating"),
+                    ("plugin", plugin),
+                    ("outcome", "invalid")
+                ]
+            ) >= 1.0,
+            "{plugin}: {m}"
+        );
+    }
+    unregister(&w).await;
+}
