@@ -43,7 +43,7 @@ from kplug.protocol import (
     cut,
     default_patch_path_allowed,
 )
-from kplug.request import JsonObject, decode_object, encode_for_request
+from kplug.request import JsonObject, decode_object, encode_for_request, metadata_of, spec_of
 
 
 class Operation(enum.Enum):
@@ -110,14 +110,12 @@ class AdmissionRequest:
     @property
     def metadata(self) -> JsonObject:
         """The object's ``metadata`` (empty if absent)."""
-        metadata = self.object.get("metadata")
-        return metadata if isinstance(metadata, dict) else {}
+        return metadata_of(self.object)
 
     @property
     def spec(self) -> JsonObject:
         """The object's ``spec`` (empty if absent)."""
-        spec = self.object.get("spec")
-        return spec if isinstance(spec, dict) else {}
+        return spec_of(self.object)
 
     @property
     def kind(self) -> str:

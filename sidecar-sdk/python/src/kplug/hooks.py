@@ -37,9 +37,12 @@ from kplug.response import (
     DEFAULT_RETRY_AFTER_SECONDS,
     Event,
     Outcome,
-    check_sent,
+    check_retry_delay,
     encode_json,
+    events_proto,
+    regarding_ref,
     seconds_to_duration,
+    set_retry_after,
 )
 
 if TYPE_CHECKING:
@@ -202,8 +205,7 @@ class HookResponse:
         status: Mapping[str, Any] | None = None,
     ) -> HookResponse:
         """Not done yet: a sync-enforce hook's step is tried again after ``after_seconds``."""
-        if after_seconds < 0:
-            raise ValueError(f"retry delay must not be negative, got {after_seconds}")
+        check_retry_delay(after_seconds)
         return cls(Outcome.RETRY, message, after_seconds)._with_optional_status(status)
 
     @classmethod
@@ -228,32 +230,16 @@ class HookResponse:
     ) -> Self:
         """Record a Kubernetes Event on the base object, or on ``regarding`` (an object the
         plugin was sent)."""
-        ref = (
-            None
-            if regarding is None
-            else regarding
-            if isinstance(regarding, ObjectRef)
-            else ObjectRef.of(regarding)
-        )
-        self.events.append(Event(reason, message, warning, ref))
+        self.events.append(Event(reason, message, warning, regarding_ref(regarding)))
         return self
 
     def to_proto(self, base: ObjectRef, extensions: Sequence[ObjectRef]) -> plugin_pb2.HookResponse:
         """The wire form; raise ValueError where the operator would refuse it."""
         response = plugin_pb2.HookResponse(outcome=self.outcome.value, message=self.message)
-        if self.outcome is Outcome.RETRY:
-            seconds = (
-                DEFAULT_RETRY_AFTER_SECONDS
-                if self.retry_after_seconds is None
-                else self.retry_after_seconds
-            )
-            response.retry_after.CopyFrom(seconds_to_duration(seconds))
+        set_retry_after(response, self.outcome, self.retry_after_seconds)
         if self.status is not None:
             response.status = encode_json(self.status, "status")
-        for event in self.events:
-            if event.regarding is not None:
-                check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
-            response.events.append(event.to_proto())
+        response.events.extend(events_proto(self.events, base, extensions))
         return response
 
     def _with_optional_status(self, status: Mapping[str, Any] | None) -> HookResponse:

@@ -110,12 +110,16 @@ class PluginInfo:
         self._validate_hooks()
         self._validate_call_policies()
 
-    def _validate_hooks(self) -> None:
-        if len(self.hooks) > MAX_HOOKS:
+    def _check_at_most(self, declared: int, what: str, limit: int) -> None:
+        """Refuse to start with more than ``limit`` of ``what`` (the operator's own limit)."""
+        if declared > limit:
             raise StartupError(
-                f"plugin {self.name} cannot start: {len(self.hooks)} hooks are declared; at most "
-                f"{MAX_HOOKS} are accepted"
+                f"plugin {self.name} cannot start: {declared} {what} are declared; at most "
+                f"{limit} are accepted"
             )
+
+    def _validate_hooks(self) -> None:
+        self._check_at_most(len(self.hooks), "hooks", MAX_HOOKS)
         seen: set[str] = set()
         for hook in self.hooks:
             name = getattr(hook, "name", hook)
@@ -142,11 +146,7 @@ class PluginInfo:
             )
 
     def _validate_call_policies(self) -> None:
-        if len(self.call_policies) > MAX_CALL_POLICIES:
-            raise StartupError(
-                f"plugin {self.name} cannot start: {len(self.call_policies)} call policies are "
-                f"declared; at most {MAX_CALL_POLICIES} are accepted"
-            )
+        self._check_at_most(len(self.call_policies), "call policies", MAX_CALL_POLICIES)
         seen: set[Call] = set()
         for policy in self.call_policies:
             call = policy.call

@@ -110,14 +110,12 @@ class Request:
     @property
     def metadata(self) -> JsonObject:
         """The base object's ``metadata`` (empty if absent)."""
-        metadata = self.object.get("metadata")
-        return metadata if isinstance(metadata, dict) else {}
+        return metadata_of(self.object)
 
     @property
     def spec(self) -> JsonObject:
         """The base object's ``spec`` (empty if absent)."""
-        spec = self.object.get("spec")
-        return spec if isinstance(spec, dict) else {}
+        return spec_of(self.object)
 
     @property
     def name(self) -> str:
@@ -156,6 +154,19 @@ class Request:
 
     def __str__(self) -> str:
         return str(self.ref())
+
+
+def metadata_of(obj: JsonObject) -> JsonObject:
+    """``obj["metadata"]``, or an empty dict when it is absent or not an object, so the
+    accessors of every request read a name or label without checking first."""
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def spec_of(obj: JsonObject) -> JsonObject:
+    """``obj["spec"]``, or an empty dict when it is absent or not an object."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
 
 
 def _reject_constant(name: str) -> Any:

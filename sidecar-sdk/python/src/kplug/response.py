@@ -122,8 +122,7 @@ class Response:
         status: Mapping[str, Any] | None = None,
     ) -> Response:
         """Not done yet, nothing is wrong: call again after ``after_seconds``."""
-        if after_seconds < 0:
-            raise ValueError(f"retry delay must not be negative, got {after_seconds}")
+        check_retry_delay(after_seconds)
         return cls(Outcome.RETRY, message, after_seconds)._with_optional_status(status)
 
     @classmethod
@@ -175,14 +174,7 @@ class Response:
     ) -> Self:
         """Record a Kubernetes Event on the base object, or on ``regarding`` (an object the
         plugin was sent)."""
-        ref = (
-            None
-            if regarding is None
-            else regarding
-            if isinstance(regarding, ObjectRef)
-            else ObjectRef.of(regarding)
-        )
-        self.events.append(Event(reason, message, warning, ref))
+        self.events.append(Event(reason, message, warning, regarding_ref(regarding)))
         return self
 
     def to_reconcile_proto(
@@ -194,7 +186,7 @@ class Response:
         statuses must target one of ``extensions``; events the base or one of them.
         """
         response = plugin_pb2.ReconcileResponse(outcome=self.outcome.value, message=self.message)
-        self._set_retry_after(response)
+        set_retry_after(response, self.outcome, self.retry_after_seconds)
         if self.status is not None:
             _check_status_keys(self.status, "status")
             response.status = encode_json(self.status, "status")
@@ -215,7 +207,7 @@ class Response:
         for condition in self.conditions:
             _check_condition_type(condition.type)
             response.conditions.append(condition.to_proto())
-        response.events.extend(self._events_proto(base, extensions))
+        response.events.extend(events_proto(self.events, base, extensions))
         return response
 
     def to_finalize_proto(
@@ -229,31 +221,51 @@ class Response:
                 "object is being deleted); return the outcome, a message and events only"
             )
         response = plugin_pb2.FinalizeResponse(outcome=self.outcome.value, message=self.message)
-        self._set_retry_after(response)
-        response.events.extend(self._events_proto(base, extensions))
+        set_retry_after(response, self.outcome, self.retry_after_seconds)
+        response.events.extend(events_proto(self.events, base, extensions))
         return response
 
     def _with_optional_status(self, status: Mapping[str, Any] | None) -> Response:
         return self if status is None else self.with_status(status)
 
-    def _set_retry_after(
-        self, response: plugin_pb2.ReconcileResponse | plugin_pb2.FinalizeResponse
-    ) -> None:
-        if self.outcome is Outcome.RETRY:
-            seconds = (
-                DEFAULT_RETRY_AFTER_SECONDS
-                if self.retry_after_seconds is None
-                else self.retry_after_seconds
-            )
-            response.retry_after.CopyFrom(seconds_to_duration(seconds))
 
-    def _events_proto(
-        self, base: ObjectRef, extensions: Sequence[ObjectRef]
-    ) -> list[types_pb2.Event]:
-        for event in self.events:
-            if event.regarding is not None:
-                check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
-        return [event.to_proto() for event in self.events]
+def check_retry_delay(after_seconds: float) -> None:
+    """Refuse a negative retry delay, for every answer that can ask to be retried."""
+    if after_seconds < 0:
+        raise ValueError(f"retry delay must not be negative, got {after_seconds}")
+
+
+def regarding_ref(regarding: Mapping[str, Any] | ObjectRef | None) -> ObjectRef | None:
+    """The object an event is about, as given to ``event(regarding=...)``: None for the
+    base object, else the object the plugin was sent or its :class:`ObjectRef`."""
+    if regarding is None or isinstance(regarding, ObjectRef):
+        return regarding
+    return ObjectRef.of(regarding)
+
+
+def set_retry_after(
+    response: plugin_pb2.ReconcileResponse | plugin_pb2.FinalizeResponse | plugin_pb2.HookResponse,
+    outcome: Outcome,
+    retry_after_seconds: float | None,
+) -> None:
+    """Put the retry delay on the wire for a RETRY answer (the default one when not told);
+    other outcomes carry none."""
+    if outcome is Outcome.RETRY:
+        seconds = (
+            DEFAULT_RETRY_AFTER_SECONDS if retry_after_seconds is None else retry_after_seconds
+        )
+        response.retry_after.CopyFrom(seconds_to_duration(seconds))
+
+
+def events_proto(
+    events: Sequence[Event], base: ObjectRef, extensions: Sequence[ObjectRef]
+) -> list[types_pb2.Event]:
+    """The wire form of ``events``; raise ValueError for one about an object the plugin was
+    not sent (``base`` and ``extensions`` are the objects it was)."""
+    for event in events:
+        if event.regarding is not None:
+            check_sent(event.regarding, [base, *extensions], f"event {event.reason!r}")
+    return [event.to_proto() for event in events]
 
 
 def encode_json(value: Any, what: str) -> bytes:
