@@ -39,6 +39,7 @@ import {
   MAX_WARNINGS,
 } from "./protocol.js";
 import { asObject, decodeObject, type JsonObject, type JsonValue, type KubeObject } from "./request.js";
+import { jsonTextOf } from "./response.js";
 
 /** Whether the object is being created or changed. */
 export type Operation = "CREATE" | "UPDATE";
@@ -153,27 +154,11 @@ function boundedWarnings(warnings: readonly string[]): string[] {
 }
 
 function jsonText(value: unknown, what: string): string {
-  try {
-    // JSON.stringify returns undefined for undefined, functions and symbols,
-    // which its declared type omits.
-    const text = JSON.stringify(value, (_key, item: unknown) => {
-      if (typeof item === "number" && !Number.isFinite(item)) {
-        throw new InvalidResponseError(`${what} cannot be encoded as JSON: ${item} is not a JSON number`);
-      }
-      return item;
-    }) as string | undefined;
-    if (text === undefined) {
-      throw new InvalidResponseError(`${what} cannot be encoded as JSON: got ${typeof value}`);
-    }
-    return text;
-  } catch (error) {
-    if (error instanceof InvalidResponseError) {
-      throw error;
-    }
-    throw new InvalidResponseError(
-      `${what} cannot be encoded as JSON: ${error instanceof Error ? error.message : String(error)}`,
-    );
+  const text = jsonTextOf(value, what);
+  if (text === undefined) {
+    throw new InvalidResponseError(`${what} cannot be encoded as JSON: got ${typeof value}`);
   }
+  return text;
 }
 
 /**

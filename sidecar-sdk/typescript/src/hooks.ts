@@ -29,12 +29,10 @@
  */
 
 import { InvalidResponseError, StartupError } from "./errors.js";
-import type { Duration } from "./gen/google/protobuf/duration.js";
 import type { HookRequest, HookResponse as WireHookResponse } from "./gen/kplug/v1/plugin.js";
 import {
   Call as WireCall,
   type CallPolicy as WireCallPolicy,
-  EventType,
   FailurePolicy as WireFailurePolicy,
   type Hook as WireHook,
   HookBehaviour as WireHookBehaviour,
@@ -45,14 +43,16 @@ import type { GroupKind } from "./info.js";
 import { DEFAULT_RETRY_AFTER_SECONDS, MAX_CALL_POLICIES, MAX_HOOKS, MAX_NAME_LENGTH } from "./protocol.js";
 import { asObject, type JsonObject, type ObjectRef, Request } from "./request.js";
 import {
-  checkSent,
+  checkRetryDelay,
   encodeJson,
   type Event,
   type EventOptions,
+  newEvent,
   type Outcome,
   secondsToDuration,
-  toRef,
+  wireEvents,
   wireOutcome,
+  wireRetryAfter,
 } from "./response.js";
 
 /** Where in an object's lifecycle a hook runs. */
@@ -292,9 +292,7 @@ export class HookResponse {
    * @throws {InvalidResponseError} when `afterSeconds` is negative or not a finite number.
    */
   static retry(afterSeconds: number = DEFAULT_RETRY_AFTER_SECONDS, message = ""): HookResponse {
-    if (!Number.isFinite(afterSeconds) || afterSeconds < 0) {
-      throw new InvalidResponseError(`retry delay must be a finite number of seconds, not negative, got ${afterSeconds}`);
-    }
+    checkRetryDelay(afterSeconds);
     return new HookResponse("RETRY", message, afterSeconds);
   }
 
@@ -353,8 +351,7 @@ export class HookResponse {
 
   /** Records a Kubernetes Event on the base object, or on `options.regarding` (an object the plugin was sent). */
   event(reason: string, message: string, options: EventOptions = {}): this {
-    const regarding = options.regarding === undefined ? undefined : toRef(options.regarding);
-    this.#events.push({ reason, message, warning: options.warning ?? false, regarding });
+    this.#events.push(newEvent(reason, message, options));
     return this;
   }
 
@@ -369,26 +366,12 @@ export class HookResponse {
    * @throws {InvalidResponseError} for an event about an object the plugin was not sent.
    */
   toHookResponse(base: ObjectRef, extensions: readonly ObjectRef[]): WireHookResponse {
-    let retryAfter: Duration | undefined;
-    if (this.#outcome === "RETRY") {
-      retryAfter = secondsToDuration(this.#retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
-    }
     return {
       outcome: wireOutcome(this.#outcome),
       message: this.#message,
       status: this.#status === undefined ? Buffer.alloc(0) : encodeJson(this.#status),
-      events: this.#events.map((event) => {
-        if (event.regarding !== undefined) {
-          checkSent(event.regarding, [base, ...extensions], `event "${event.reason}"`);
-        }
-        return {
-          type: event.warning ? EventType.EVENT_TYPE_WARNING : EventType.EVENT_TYPE_NORMAL,
-          reason: event.reason,
-          message: event.message,
-          regarding: event.regarding === undefined ? undefined : { ...event.regarding },
-        };
-      }),
-      retryAfter,
+      events: wireEvents(this.#events, base, extensions),
+      retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
     };
   }
 }

@@ -127,11 +127,7 @@ export class Response {
    * @throws {InvalidResponseError} when `afterSeconds` is negative or not a finite number.
    */
   static retry(afterSeconds: number = DEFAULT_RETRY_AFTER_SECONDS, message = ""): Response {
-    if (!Number.isFinite(afterSeconds) || afterSeconds < 0) {
-      throw new InvalidResponseError(
-        `retry delay must be a finite number of seconds, not negative, got ${afterSeconds}`,
-      );
-    }
+    checkRetryDelay(afterSeconds);
     return new Response("RETRY", message, afterSeconds);
   }
 
@@ -238,8 +234,7 @@ export class Response {
    * (an object the plugin was sent); `options.warning` makes it a Warning.
    */
   event(reason: string, message: string, options: EventOptions = {}): this {
-    const regarding = options.regarding === undefined ? undefined : toRef(options.regarding);
-    this.#events.push({ reason, message, warning: options.warning ?? false, regarding });
+    this.#events.push(newEvent(reason, message, options));
     return this;
   }
 
@@ -269,11 +264,11 @@ export class Response {
     return {
       outcome: wireOutcome(this.#outcome),
       message: this.#message,
-      retryAfter: this.#wireRetryAfter(),
+      retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
       status: this.#status === undefined ? Buffer.alloc(0) : encodeJson(this.#status),
       extensionStatuses,
       conditions: this.#conditions.map(wireCondition),
-      events: this.#wireEvents(base, extensions),
+      events: wireEvents(this.#events, base, extensions),
     };
   }
 
@@ -298,31 +293,56 @@ export class Response {
     return {
       outcome: wireOutcome(this.#outcome),
       message: this.#message,
-      retryAfter: this.#wireRetryAfter(),
-      events: this.#wireEvents(base, extensions),
+      retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
+      events: wireEvents(this.#events, base, extensions),
     };
   }
+}
 
-  #wireRetryAfter(): Duration | undefined {
-    if (this.#outcome !== "RETRY") {
-      return undefined;
+/**
+ * Refuses a retry delay the operator could not honour, for every answer that can ask to be retried.
+ *
+ * @throws {InvalidResponseError} when `afterSeconds` is negative or not a finite number.
+ */
+export function checkRetryDelay(afterSeconds: number): void {
+  if (!Number.isFinite(afterSeconds) || afterSeconds < 0) {
+    throw new InvalidResponseError(
+      `retry delay must be a finite number of seconds, not negative, got ${afterSeconds}`,
+    );
+  }
+}
+
+/** An event as `event(reason, message, options)` records it: `options.regarding` as a reference. */
+export function newEvent(reason: string, message: string, options: EventOptions): Event {
+  const regarding = options.regarding === undefined ? undefined : toRef(options.regarding);
+  return { reason, message, warning: options.warning ?? false, regarding };
+}
+
+/** The retry delay on the wire: only a RETRY answer carries one, the default when not told. */
+export function wireRetryAfter(outcome: Outcome, retryAfterSeconds: number | undefined): Duration | undefined {
+  if (outcome !== "RETRY") {
+    return undefined;
+  }
+  return secondsToDuration(retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
+}
+
+/**
+ * The wire form of `events`. `base` and `extensions` are the objects the plugin was sent.
+ *
+ * @throws {InvalidResponseError} for an event about an object the plugin was not sent.
+ */
+export function wireEvents(events: readonly Event[], base: ObjectRef, extensions: readonly ObjectRef[]): WireEvent[] {
+  return events.map((event) => {
+    if (event.regarding !== undefined) {
+      checkSent(event.regarding, [base, ...extensions], `event "${event.reason}"`);
     }
-    return secondsToDuration(this.#retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
-  }
-
-  #wireEvents(base: ObjectRef, extensions: readonly ObjectRef[]): WireEvent[] {
-    return this.#events.map((event) => {
-      if (event.regarding !== undefined) {
-        checkSent(event.regarding, [base, ...extensions], `event "${event.reason}"`);
-      }
-      return {
-        type: event.warning ? EventType.EVENT_TYPE_WARNING : EventType.EVENT_TYPE_NORMAL,
-        reason: event.reason,
-        message: event.message,
-        regarding: event.regarding === undefined ? undefined : { ...event.regarding },
-      };
-    });
-  }
+    return {
+      type: event.warning ? EventType.EVENT_TYPE_WARNING : EventType.EVENT_TYPE_NORMAL,
+      reason: event.reason,
+      message: event.message,
+      regarding: event.regarding === undefined ? undefined : { ...event.regarding },
+    };
+  });
 }
 
 /** A protobuf Duration of `seconds` (finite, not negative). */
@@ -352,19 +372,30 @@ export function encodeJson(value: JsonValue): Buffer {
 }
 
 function stringify(value: unknown, what: string): string {
+  const text = jsonTextOf(value, what);
+  if (text === undefined) {
+    throw new InvalidResponseError(`${what} must be a JSON object, got ${typeof value}`);
+  }
+  return text;
+}
+
+/**
+ * `value` as JSON text, or undefined where JSON.stringify gives none (for
+ * undefined, a function or a symbol; each caller says what it expected).
+ *
+ * @throws {InvalidResponseError} naming `what` when `value` cannot be encoded
+ *   (a cycle, a BigInt, NaN or Infinity).
+ */
+export function jsonTextOf(value: unknown, what: string): string | undefined {
   try {
     // JSON.stringify returns undefined for undefined, functions and symbols,
-    // which its declared type omits.
-    const text = JSON.stringify(value, (_key, item: unknown) => {
+    // which its declared type omits; this function's return type says so.
+    return JSON.stringify(value, (_key, item: unknown) => {
       if (typeof item === "number" && !Number.isFinite(item)) {
         throw new InvalidResponseError(`${what} cannot be encoded as JSON: ${item} is not a JSON number`);
       }
       return item;
-    }) as string | undefined;
-    if (text === undefined) {
-      throw new InvalidResponseError(`${what} must be a JSON object, got ${typeof value}`);
-    }
-    return text;
+    });
   } catch (error) {
     if (error instanceof InvalidResponseError) {
       throw error;
