@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use kplug_sidecar::{Defaults, Object, Request, Response, Validation};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::command::Finished;
@@ -233,14 +234,14 @@ pub fn validation(program: &str, finished: Finished) -> Result<Validation, Strin
             stdout,
             ..
         } => {
-            if stdout.iter().all(u8::is_ascii_whitespace) {
-                return Ok(Validation::allowed());
-            }
-            let answer = serde_json::from_slice::<ValidationAnswer>(&stdout).map_err(|e| {
+            let Some(answer) = stdout_answer::<ValidationAnswer>(&stdout, |e| {
                 format!(
                     "{program} exited 0 but its stdout is not a validation ({e}); print {{\"errors\": [{{\"path\", \"value\", \"message\"}}], \"warnings\": []}}, or nothing and let the exit code answer"
                 )
-            })?;
+            })?
+            else {
+                return Ok(Validation::allowed());
+            };
             let mut verdict = Validation::allowed();
             for e in answer.errors {
                 verdict = match e.value {
@@ -308,14 +309,14 @@ pub fn defaults(program: &str, finished: Finished) -> Result<Defaults, String> {
             stdout,
             ..
         } => {
-            if stdout.iter().all(u8::is_ascii_whitespace) {
-                return Ok(Defaults::none());
-            }
-            let answer = serde_json::from_slice::<DefaultsAnswer>(&stdout).map_err(|e| {
+            let Some(answer) = stdout_answer::<DefaultsAnswer>(&stdout, |e| {
                 format!(
                     "{program} exited 0 but its stdout is not defaults ({e}); print {{\"patch\": [{{\"op\": \"add\", \"path\": \"/spec/x\", \"value\": 1}}], \"warnings\": []}}, or nothing"
                 )
-            })?;
+            })?
+            else {
+                return Ok(Defaults::none());
+            };
             let mut defaults = Defaults::none();
             for (i, o) in answer.patch.into_iter().enumerate() {
                 defaults = match (o.op.as_str(), o.value) {
@@ -362,7 +363,7 @@ fn call_response(program: &str, request: &Request, finished: Finished, hook: boo
             stdout,
             ..
         } => {
-            if stdout.iter().all(u8::is_ascii_whitespace) {
+            if printed_nothing(&stdout) {
                 return Response::ok();
             }
             let parsed = if hook {
@@ -394,6 +395,24 @@ fn call_response(program: &str, request: &Request, finished: Finished, hook: boo
             code, stderr_tail, ..
         } => Response::failed(with_tail(format!("{program} {}", how(code)), &stderr_tail)),
     }
+}
+
+/// Whether a command printed nothing but whitespace: then its exit code
+/// answers alone.
+fn printed_nothing(stdout: &[u8]) -> bool {
+    stdout.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The answer a command that exited 0 printed, parsed as `T`: `None` when it
+/// printed nothing, or the message `not_parsed` makes of the parse error.
+fn stdout_answer<T: DeserializeOwned>(
+    stdout: &[u8],
+    not_parsed: impl FnOnce(serde_json::Error) -> String,
+) -> Result<Option<T>, String> {
+    if printed_nothing(stdout) {
+        return Ok(None);
+    }
+    serde_json::from_slice(stdout).map(Some).map_err(not_parsed)
 }
 
 /// `message: stderr tail`, or the message alone.

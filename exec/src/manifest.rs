@@ -35,6 +35,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Where in an object's lifecycle a hook runs: the SDK's phase, which the
+/// manifest spells by its [name](Phase::name) (`before-reconcile`, ...).
+pub use kplug_sidecar::Phase;
 use kplug_sidecar::proto::limits::{MAX_ADMISSION_DEADLINE, MAX_CALL_DEADLINE, MAX_HOOKS};
 use serde::Deserialize;
 
@@ -144,32 +147,6 @@ pub struct AdmissionSpec {
     /// the operator's `--webhook-failure-policy` decides.
     #[serde(default)]
     pub failure_policy: Option<FailurePolicy>,
-}
-
-/// Where in an object's lifecycle a hook runs, spelled as in the manifest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// Before the implementation's Reconcile.
-    BeforeReconcile,
-    /// After the implementation's Reconcile answered.
-    AfterReconcile,
-    /// Before the implementation's Finalize.
-    BeforeFinalize,
-    /// After the implementation's Finalize answered.
-    AfterFinalize,
-}
-
-impl Phase {
-    /// As the manifest spells it (and `KPLUG_PHASE` carries it).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BeforeReconcile => "before-reconcile",
-            Self::AfterReconcile => "after-reconcile",
-            Self::BeforeFinalize => "before-finalize",
-            Self::AfterFinalize => "after-finalize",
-        }
-    }
 }
 
 /// How a hook's result affects the step it surrounds.
@@ -402,7 +379,7 @@ impl Manifest {
             calls.push(format!(
                 "hook {} ({} {}/{}, {}, order {})",
                 hook.name,
-                hook.phase.as_str(),
+                hook.phase.name(),
                 hook.base.group,
                 hook.base.kind,
                 hook.behaviour.as_str(),

@@ -41,7 +41,7 @@ struct Commands {
     finalize: Option<Runner>,
     validate: Option<Runner>,
     default: Option<Runner>,
-    hooks: BTreeMap<String, (Runner, manifest::Phase)>,
+    hooks: BTreeMap<String, (Runner, kplug_sidecar::Phase)>,
 }
 
 impl Exec {
@@ -163,7 +163,7 @@ impl Exec {
         let request = call.request();
         // The phase called is the hook's own; a newer operator's unknown one
         // is told as the declared one.
-        let phase = phase.as_str();
+        let phase = phase.name();
         let stdin = json!({
             "call": "hook",
             "hook": call.hook(),
@@ -443,19 +443,14 @@ pub fn info(manifest: &Manifest) -> PluginInfo {
         );
     }
     for h in &manifest.hooks {
-        let phase = match h.phase {
-            manifest::Phase::BeforeReconcile => kplug_sidecar::Phase::BeforeReconcile,
-            manifest::Phase::AfterReconcile => kplug_sidecar::Phase::AfterReconcile,
-            manifest::Phase::BeforeFinalize => kplug_sidecar::Phase::BeforeFinalize,
-            manifest::Phase::AfterFinalize => kplug_sidecar::Phase::AfterFinalize,
-        };
         let behaviour = match h.behaviour {
             manifest::Behaviour::SyncEnforce => kplug_sidecar::Behaviour::SyncEnforce,
             manifest::Behaviour::SyncBypass => kplug_sidecar::Behaviour::SyncBypass,
             manifest::Behaviour::Async => kplug_sidecar::Behaviour::Async,
         };
-        info = info
-            .hook(Hook::new(&h.name, &h.base.group, &h.base.kind, phase, behaviour).order(h.order));
+        info = info.hook(
+            Hook::new(&h.name, &h.base.group, &h.base.kind, h.phase, behaviour).order(h.order),
+        );
     }
     info
 }

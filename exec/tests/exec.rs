@@ -268,7 +268,14 @@ async fn runs_of_a_command_never_exceed_its_concurrency() {
         "{responses:?}"
     );
     // concurrency: 1 — each run ends before the next starts.
-    let log = std::fs::read_to_string(calls.out.join("log")).unwrap();
+    assert_three_runs_one_after_another(&calls.out.join("log"));
+}
+
+/// Asserts that the three runs a `concurrency: 1` command logged to `log`
+/// ("start NAME", then "end NAME") did not overlap: each ended before the
+/// next started.
+fn assert_three_runs_one_after_another(log: &std::path::Path) {
+    let log = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     assert_eq!(lines.len(), 6, "{log}");
     for pair in lines.chunks(2) {
@@ -560,13 +567,7 @@ async fn runs_of_a_hook_never_exceed_its_concurrency() {
         responses.iter().all(|r| r.outcome == Outcome::Ok as i32),
         "{responses:?}"
     );
-    let log = std::fs::read_to_string(calls.out.join("hook-log")).unwrap();
-    let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.len(), 6, "{log}");
-    for pair in lines.chunks(2) {
-        let started = pair[0].strip_prefix("start ").expect(&log);
-        assert_eq!(pair[1], format!("end {started}"), "runs overlapped:\n{log}");
-    }
+    assert_three_runs_one_after_another(&calls.out.join("hook-log"));
 }
 
 #[tokio::test]

@@ -9,7 +9,11 @@ use crate::Error;
 use crate::request::Request;
 
 /// Where in an object's lifecycle a hook runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// It deserializes from its [name](Phase::name) (`"before-reconcile"`, ...),
+/// as kplug-exec's manifests spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// Before the implementation's Reconcile.
     BeforeReconcile,
@@ -22,6 +26,18 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Its name in kebab-case: `"before-reconcile"`, `"after-reconcile"`,
+    /// `"before-finalize"` or `"after-finalize"` (as it deserializes).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BeforeReconcile => "before-reconcile",
+            Self::AfterReconcile => "after-reconcile",
+            Self::BeforeFinalize => "before-finalize",
+            Self::AfterFinalize => "after-finalize",
+        }
+    }
+
     fn to_proto(self) -> v1::HookPhase {
         match self {
             Self::BeforeReconcile => v1::HookPhase::BeforeReconcile,
