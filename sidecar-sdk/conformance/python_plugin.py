@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kplug
+
+Answer = TypeVar("Answer", kplug.Response, kplug.HookResponse)
+"""A Reconcile/Finalize response or a hook's: both have ok, retry and failed."""
 
 CASES = Path(__file__).with_name("cases.json")
 
@@ -31,7 +34,7 @@ class Conformance(kplug.Plugin):
         if c.get("action") == "setReadiness":
             self.readiness = kplug.Readiness(bool(c["ready"]), c.get("message", ""))
             return kplug.Response.ok("readiness set")
-        response = _outcome(c)
+        response = _outcome(c, kplug.Response)
         if "status" in c:
             response.with_status(c["status"])
         if c.get("echo"):
@@ -51,7 +54,7 @@ class Conformance(kplug.Plugin):
 
     async def finalize(self, request: kplug.Request) -> kplug.Response:
         c = _directives(request)
-        response = _outcome(c)
+        response = _outcome(c, kplug.Response)
         _add_events(response, request, c)
         return response
 
@@ -95,7 +98,7 @@ class Conformance(kplug.Plugin):
     async def hook(self, call: kplug.HookCall) -> kplug.HookResponse:
         request = call.request
         c = _directives(request)
-        response = _hook_outcome(c)
+        response = _outcome(c, kplug.HookResponse)
         if "status" in c:
             response.with_status(c["status"])
         if c.get("echo"):
@@ -141,37 +144,24 @@ def _name(obj: dict[str, Any]) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 
 
-def _hook_outcome(c: dict[str, Any]) -> kplug.HookResponse:
-    action, message = c.get("action", "ok"), c.get("message", "")
-    if action == "ok":
-        return kplug.HookResponse.ok(message)
-    if action == "retry":
-        if "retryAfterSeconds" in c:
-            return kplug.HookResponse.retry(c["retryAfterSeconds"], message)
-        return kplug.HookResponse.retry(message=message)
-    if action == "fail":
-        return kplug.HookResponse.failed(message)
-    if action == "raise":
-        raise ConformanceError(message)
-    raise ValueError(f"unknown conformance action {action!r}")
-
-
 def _regarding(request: kplug.Request, regarding: Any) -> dict[str, Any] | None:
     if regarding is None:
         return None
     return request.object if regarding == "base" else request.extensions[regarding]
 
 
-def _outcome(c: dict[str, Any]) -> kplug.Response:
+def _outcome(c: dict[str, Any], answer: type[Answer]) -> Answer:
+    """The answer a case's directives ask for: a Reconcile/Finalize response or a hook's,
+    which are built alike."""
     action, message = c.get("action", "ok"), c.get("message", "")
     if action == "ok":
-        return kplug.Response.ok(message)
+        return answer.ok(message)
     if action == "retry":
         if "retryAfterSeconds" in c:
-            return kplug.Response.retry(c["retryAfterSeconds"], message)
-        return kplug.Response.retry(message=message)
+            return answer.retry(c["retryAfterSeconds"], message)
+        return answer.retry(message=message)
     if action == "fail":
-        return kplug.Response.failed(message)
+        return answer.failed(message)
     if action == "raise":
         raise ConformanceError(message)
     raise ValueError(f"unknown conformance action {action!r}")

@@ -72,12 +72,7 @@ fn outcome(c: &Map<String, Value>, request: &Request) -> Result<Response, BoxErr
         "raise" => return Err(Box::new(ConformanceError(message))),
         _ => Response::ok().message(message),
     };
-    for event in c
-        .get("events")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for event in items(c, "events") {
         let reason = event["reason"].as_str().unwrap_or_default();
         let message = event["message"].as_str().unwrap_or_default();
         let warning = event["warning"].as_bool().unwrap_or(false);
@@ -134,12 +129,7 @@ impl Plugin for Conformance {
                 response = response.extension_status(extension, ext_status.clone());
             }
         }
-        for condition in c
-            .get("conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for condition in items(&c, "conditions") {
             response = response.condition(
                 condition["type"].as_str().unwrap_or_default(),
                 condition["status"].as_bool(),
@@ -158,16 +148,9 @@ impl Plugin for Conformance {
     /// `warnings`, `echo`, and `"raise"`.
     async fn validate(&self, request: AdmissionRequest) -> Result<Validation, BoxError> {
         let c = directives(request.object());
-        if c.get("action").and_then(Value::as_str) == Some("raise") {
-            return Err(Box::new(ConformanceError(text(&c, "message"))));
-        }
+        raise_if_asked(&c)?;
         let mut verdict = Validation::allowed();
-        for error in c
-            .get("errors")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for error in items(&c, "errors") {
             let path = error["path"].as_str().unwrap_or_default();
             let message = error["message"].as_str().unwrap_or_default();
             verdict = match error.get("value") {
@@ -201,16 +184,9 @@ impl Plugin for Conformance {
     /// and `"raise"`.
     async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
         let c = directives(request.object());
-        if c.get("action").and_then(Value::as_str) == Some("raise") {
-            return Err(Box::new(ConformanceError(text(&c, "message"))));
-        }
+        raise_if_asked(&c)?;
         let mut defaults = Defaults::none();
-        for op in c
-            .get("patch")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for op in items(&c, "patch") {
             let path = op["path"].as_str().unwrap_or_default();
             defaults = match op["op"].as_str().unwrap_or_default() {
                 "add" => defaults.add(path, &op["value"]),
@@ -269,11 +245,23 @@ impl Plugin for Conformance {
     }
 }
 
+/// The items of the array directive `key`; none when it is absent or not an
+/// array.
+fn items<'a>(c: &'a Map<String, Value>, key: &str) -> impl Iterator<Item = &'a Value> {
+    c.get(key).and_then(Value::as_array).into_iter().flatten()
+}
+
+/// The README's `"raise"` for Validate and Default: the handler fails with
+/// the directive's message.
+fn raise_if_asked(c: &Map<String, Value>) -> Result<(), BoxError> {
+    if c.get("action").and_then(Value::as_str) == Some("raise") {
+        return Err(Box::new(ConformanceError(text(c, "message"))));
+    }
+    Ok(())
+}
+
 fn strings(c: &Map<String, Value>, key: &str) -> Vec<String> {
-    c.get(key)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    items(c, key)
         .map(|w| w.as_str().unwrap_or_default().to_owned())
         .collect()
 }

@@ -117,8 +117,8 @@ func (p *Plugin) Finalize(_ context.Context, req *kplug.Request) (*kplug.Respons
 // value), warnings, echo, and "raise".
 func (p *Plugin) Validate(_ context.Context, req *kplug.AdmissionRequest) (*kplug.Validation, error) {
 	c := specDirectives(req.Spec())
-	if c["action"] == "raise" {
-		return nil, &Error{Message: text(c, "message")}
+	if err := raised(c); err != nil {
+		return nil, err
 	}
 	verdict := kplug.Allowed()
 	for _, item := range list(c, "errors") {
@@ -129,8 +129,7 @@ func (p *Plugin) Validate(_ context.Context, req *kplug.AdmissionRequest) (*kplu
 			verdict.WithErrorAt(text(e, "path"), text(e, "message"))
 		}
 	}
-	for _, w := range list(c, "warnings") {
-		warning, _ := w.(string)
+	for _, warning := range warnings(c) {
 		verdict.WithWarning(warning)
 	}
 	if echo, _ := c["echo"].(bool); echo {
@@ -147,8 +146,8 @@ func (p *Plugin) Validate(_ context.Context, req *kplug.AdmissionRequest) (*kplu
 // builder), warnings, and "raise".
 func (p *Plugin) Default(_ context.Context, req *kplug.AdmissionRequest) (*kplug.Defaults, error) {
 	c := specDirectives(req.Spec())
-	if c["action"] == "raise" {
-		return nil, &Error{Message: text(c, "message")}
+	if err := raised(c); err != nil {
+		return nil, err
 	}
 	defaults := kplug.NoDefaults()
 	for _, item := range list(c, "patch") {
@@ -162,8 +161,7 @@ func (p *Plugin) Default(_ context.Context, req *kplug.AdmissionRequest) (*kplug
 			defaults.Remove(text(op, "path"))
 		}
 	}
-	for _, w := range list(c, "warnings") {
-		warning, _ := w.(string)
+	for _, warning := range warnings(c) {
 		defaults.WithWarning(warning)
 	}
 	return defaults, nil
@@ -231,6 +229,26 @@ func text(m map[string]any, key string) string {
 func list(m map[string]any, key string) []any {
 	l, _ := m[key].([]any)
 	return l
+}
+
+// raised is the README's "raise" for Validate and Default: the error the
+// handler returns, or nil when the directives do not ask for one.
+func raised(c map[string]any) error {
+	if c["action"] == "raise" {
+		return &Error{Message: text(c, "message")}
+	}
+	return nil
+}
+
+// warnings are the "warnings" directive's items; one that is not a string
+// is an empty warning.
+func warnings(c map[string]any) []string {
+	var all []string
+	for _, w := range list(c, "warnings") {
+		warning, _ := w.(string)
+		all = append(all, warning)
+	}
+	return all
 }
 
 func outcome(c map[string]any) (*kplug.Response, error) {
