@@ -92,7 +92,8 @@ ENTRYPOINT ["/usr/local/bin/kplug-exec"]
 # examples/database-table/sqlite-shell-plugin with the sqlite3 tool. Tables
 # live in KPLUG_SQLITE_DATA_DIR: mount a volume there.
 FROM kplug-exec AS sqlite-shell-plugin
-USER root
+# Root only to install a package; the image runs as 65532 below.
+USER 0:0
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends sqlite3 \
