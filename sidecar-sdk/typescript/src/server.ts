@@ -268,6 +268,8 @@ export async function serve(plugin: Plugin, info: PluginInfo, options: ServeOpti
     signalled = resolve;
   });
   let received = false;
+  // Set by a second signal: the abort, which ends the process with status 1.
+  let aborting: Promise<void> | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (!received) {
       received = true;
@@ -276,7 +278,7 @@ export async function serve(plugin: Plugin, info: PluginInfo, options: ServeOpti
       return;
     }
     logger.warn(`plugin ${info.name}: ${signal} received again; stopping now`);
-    void server.abort().finally(() => process.exit(1));
+    aborting = server.abort().finally(() => process.exit(1));
   };
   for (const signal of SIGNALS) {
     process.on(signal, onSignal);
@@ -285,6 +287,11 @@ export async function serve(plugin: Plugin, info: PluginInfo, options: ServeOpti
     await server.start();
     await stopRequested;
     await server.stop();
+    // The abort cancels the calls in flight, which ends the drain too: wait
+    // for it here, or `run` would exit 0 before the abort exits 1.
+    if (aborting) {
+      await aborting;
+    }
   } finally {
     for (const signal of SIGNALS) {
       process.off(signal, onSignal);
