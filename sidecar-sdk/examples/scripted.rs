@@ -137,7 +137,7 @@ impl Plugin for Scripted {
 
     async fn hook(&self, call: HookCall) -> Result<Response, BoxError> {
         let request = call.request();
-        let phase = call.phase().map(phase_name).unwrap_or("unknown");
+        let phase = call.phase().map(Phase::name).unwrap_or("unknown");
         self.record_line(json!({
             "call": "Hook",
             "plugin": self.name,
@@ -165,15 +165,6 @@ impl Plugin for Scripted {
     }
 }
 
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::BeforeReconcile => "before-reconcile",
-        Phase::AfterReconcile => "after-reconcile",
-        Phase::BeforeFinalize => "before-finalize",
-        Phase::AfterFinalize => "after-finalize",
-    }
-}
-
 /// `name:phase:behaviour:order`, as in `SCRIPTED_HOOKS`.
 fn parse_hook(spec: &str, group: &str, kind: &str) -> Hook {
     let parts: Vec<&str> = spec.split(':').collect();
@@ -187,7 +178,7 @@ fn parse_hook(spec: &str, group: &str, kind: &str) -> Hook {
         Phase::AfterFinalize,
     ]
     .into_iter()
-    .find(|p| phase_name(*p) == phase)
+    .find(|p| p.name() == phase)
     .unwrap_or_else(|| panic!("SCRIPTED_HOOKS entry {spec:?}: unknown phase {phase:?}"));
     let behaviour = match behaviour {
         "sync-enforce" => Behaviour::SyncEnforce,
