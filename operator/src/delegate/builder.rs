@@ -142,7 +142,7 @@ where
                 Duration::from_secs(300),
             )),
             waiting: Arc::default(),
-            shares: Shares::new(self.max_reconciles_per_plugin.into()),
+            shares: Shares::new(self.max_reconciles_per_plugin.into(), wake.clone()),
             written: Arc::default(),
             last_calls: Arc::default(),
             hook_queue,

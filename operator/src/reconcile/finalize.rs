@@ -64,7 +64,10 @@ pub(super) async fn finalize_on<B: Backend>(
         let Some(instance) = core.backend.plugin(&candidate.plugin) else {
             continue;
         };
-        let Some(_place) = core.shares.try_take(&candidate.plugin) else {
+        let Some(_place) = core
+            .shares
+            .try_take(&candidate.plugin, &core.object_ref(obj))
+        else {
             return Ok(Some(Outcome::Busy));
         };
         let found = &resolution.found;

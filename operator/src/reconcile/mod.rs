@@ -311,6 +311,7 @@ pub(crate) async fn reconcile<B: Backend>(
                 core.metrics.count_reconcile(label, plugin);
             }
             let requeue = outcome.requeue(&core.failures, &uid, core.settings.resync);
+            tracing::debug!(object = object_key(obj), outcome = ?outcome.metrics(), ?requeue, "reconciled");
             Ok(requeue.map_or_else(Action::await_change, Action::requeue))
         }
         Err(error) => {

@@ -10,7 +10,6 @@ use kube::runtime::events::EventType;
 
 use crate::backoff::FailureTracker;
 use crate::plugin::CallError;
-use crate::share::BUSY_REQUEUE;
 use crate::status::{Condition, types};
 
 /// How soon an object whose cached copy is behind the API server is looked
@@ -227,7 +226,8 @@ impl Outcome {
                 "the plugin is not called until every referenced extension exists".into()
             }
             Self::Busy => {
-                "the plugin's share of the workers is taken; looking again shortly".into()
+                "the plugin's share of the workers is taken; looking again when a place is free"
+                    .into()
             }
             Self::Stale => {
                 "the cached object is behind the API server; looking again shortly".into()
@@ -305,7 +305,8 @@ impl Outcome {
                     .min()
             }
             Self::Woken | Self::Reselected => Some(Duration::ZERO),
-            Self::Busy => Some(BUSY_REQUEUE),
+            // Woken when its plugin's share has a place (crate::share).
+            Self::Busy => None,
             Self::Stale => Some(STALE_REQUEUE),
             Self::Finalized => {
                 failures.reset(uid);
