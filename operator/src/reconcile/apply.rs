@@ -25,9 +25,19 @@ pub(super) async fn apply<B: Backend>(
     };
     let object = core.object_ref(obj);
     match &calls.waits_for {
-        Some(need) => core.waiting.wait(object, need.clone()),
+        Some(need) => core.waiting.wait(object.clone(), need.clone()),
         None => {
             core.waiting.done(&object);
+        }
+    }
+    // Hold a place in each plugin's share for the calls before anything is
+    // written; if one is taken, the object is woken when a place comes
+    // back, instead of waiting here in a worker (crate::share).
+    let mut places = Vec::with_capacity(calls.targets.len());
+    for candidate in &calls.targets {
+        match core.shares.try_take(&candidate.plugin, &object) {
+            Some(place) => places.push(place),
+            None => return Ok(Outcome::Busy),
         }
     }
     if let Some((reason, notice)) = &calls.notice {
@@ -41,8 +51,26 @@ pub(super) async fn apply<B: Backend>(
         )
         .await;
     }
-    record_choice(obj, core, &calls).await?;
-    write::ensure_finalizer(obj, core).await?;
+    // The object as the API server returned it from this reconcile's
+    // last write, if it made one: as fresh as a read (see `behind`).
+    let recorded = record_choice(obj, core, &calls).await?;
+    let finalizer = write::ensure_finalizer(obj, core);
+    let (finalizer, ()) = match (&calls.newly_chosen, &recorded) {
+        // The Event of a choice recorded goes out with the finalizer.
+        (Some(note), Some(_)) => {
+            let selected = write::event(
+                core,
+                obj,
+                EventType::Normal,
+                "ImplementationSelected",
+                "Select",
+                note.clone(),
+            );
+            futures::join!(finalizer, selected)
+        }
+        _ => (finalizer.await, ()),
+    };
+    let written = finalizer?.or(recorded);
 
     let (resolution, resolved) = resolve(obj, core).await;
     if !resolved.is_true() {
@@ -72,16 +100,7 @@ pub(super) async fn apply<B: Backend>(
         return Ok(Outcome::WaitingForExtensions);
     }
 
-    // Hold a place in each plugin's share for the calls; if one is taken,
-    // look again shortly instead of waiting here in a worker.
-    let mut places = Vec::with_capacity(calls.targets.len());
-    for candidate in &calls.targets {
-        match core.shares.try_take(&candidate.plugin) {
-            Some(place) => places.push(place),
-            None => return Ok(Outcome::Busy),
-        }
-    }
-    if let Some(outcome) = behind(obj, core, calls.choice.as_ref()).await? {
+    if let Some(outcome) = behind(obj, core, calls.choice.as_ref(), written).await? {
         return Ok(outcome);
     }
     let mut outcomes = Vec::with_capacity(calls.targets.len());
@@ -134,13 +153,15 @@ pub(super) async fn apply<B: Backend>(
 
 /// Records a new choice before the plugin is called, so that a crash or a
 /// lost write cannot leave an object served by a plugin it does not name.
+/// Returns the object as written, if there was a choice to record (its
+/// `ImplementationSelected` Event is then the caller's to publish).
 async fn record_choice<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     calls: &Calls,
-) -> Result<(), ReconcileError> {
-    let (Some(note), Some(choice)) = (&calls.newly_chosen, &calls.choice) else {
-        return Ok(());
+) -> Result<Option<DynamicObject>, ReconcileError> {
+    let (Some(_), Some(choice)) = (&calls.newly_chosen, &calls.choice) else {
+        return Ok(None);
     };
     let plugin = choice.plugin.as_deref().unwrap_or_default();
     let conditions = OperatorConditions {
@@ -156,17 +177,8 @@ async fn record_choice<B: Backend>(
             format!("calling plugin {plugin}"),
         ),
     };
-    write::operator_status(obj, core, Some(choice), &conditions, &[]).await?;
-    write::event(
-        core,
-        obj,
-        EventType::Normal,
-        "ImplementationSelected",
-        "Select",
-        note.clone(),
-    )
-    .await;
-    Ok(())
+    let written = write::operator_status(obj, core, Some(choice), &conditions, &[]).await?;
+    Ok(Some(written))
 }
 
 /// The extensions `obj` references, and the `ExtensionsResolved` condition.
@@ -193,7 +205,12 @@ pub(super) async fn resolve<B: Backend>(
 }
 
 /// Whether the cache is behind the API server, read past it just before
-/// the plugin is called.
+/// the plugin is called: `written`, the object as this reconcile's last
+/// write returned it, or else a read. A write's answer is the API server's
+/// object at that moment, as a read would be, and saves the read: each new
+/// object records its choice and its finalizer before its first call, so
+/// converging many new objects made one GET each for nothing
+/// (`kplug-bench` P2).
 ///
 /// The cache can lag behind a deletion: under load, a queued wake-up
 /// reconciled an object whose Finalize had already run, and the plugin
@@ -207,8 +224,12 @@ async fn behind<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     choice: Option<&Recorded>,
+    written: Option<DynamicObject>,
 ) -> Result<Option<Outcome>, ReconcileError> {
-    let live = write::read_live(obj, core, "reading the object before calling its plugin").await?;
+    let live = match written {
+        Some(written) => Some(written),
+        None => write::read_live(obj, core, "reading the object before calling its plugin").await?,
+    };
     Ok(match live {
         Some(live) if choice.is_some() && Recorded::of(&live).as_ref() != choice => {
             Some(Outcome::Stale)

@@ -11,14 +11,15 @@ use crate::status::{self, Checked, Condition, OperatorConditions, PluginEvent};
 
 /// Applies the operator's part of the status. `choice` must be what is
 /// recorded (or is to be): a field the operator's manager stops applying
-/// is removed by server-side apply.
+/// is removed by server-side apply. Returns the object as the API server
+/// has it after the write.
 pub(super) async fn operator_status<B>(
     obj: &DynamicObject,
     core: &Core<B>,
     choice: Option<&Recorded>,
     conditions: &OperatorConditions,
     plugin_conditions: &[Condition],
-) -> Result<(), ReconcileError> {
+) -> Result<DynamicObject, ReconcileError> {
     let previous = obj.data.get("status").and_then(|s| s.get("conditions"));
     let mut all = conditions.all();
     all.extend(plugin_conditions.iter().cloned());
@@ -46,12 +47,13 @@ pub(super) async fn operator_status<B>(
             &Patch::Apply(status::apply_body(obj, status)),
         )
         .await
-        .map(drop)
         .map_err(|e| ReconcileError::new("writing the operator's status", obj, e))
 }
 
 /// Applies `plugin`'s part of the status of the base and of the extensions
-/// it answered for, as the plugin's own field manager.
+/// it answered for, as the plugin's own field manager. The writes go out
+/// together: they are independent, and one after the other they were
+/// most of a reconcile's time when the API server is the bottleneck.
 pub(super) async fn plugin_status<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
@@ -64,35 +66,45 @@ pub(super) async fn plugin_status<B: Backend>(
         .clone()
         .map(Value::Object)
         .unwrap_or_else(|| json!({}));
-    core.api(obj)
-        .patch_status(
-            &obj.name_any(),
-            &params,
-            &Patch::Apply(status::apply_body(obj, base_status)),
-        )
-        .await
-        .map_err(|e| ReconcileError::new("writing the plugin's status", obj, e))?;
-    for (ext, ext_status) in &checked.extension_statuses {
+    let base = async {
+        core.api(obj)
+            .patch_status(
+                &obj.name_any(),
+                &params,
+                &Patch::Apply(status::apply_body(obj, base_status)),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| ReconcileError::new("writing the plugin's status", obj, e))
+    };
+    let extensions = checked.extension_statuses.iter().map(|(ext, ext_status)| {
         let ar = core.backend.extension_api(ext);
         let api: Api<DynamicObject> = match ext.namespace() {
             Some(ns) => Api::namespaced_with(core.client.clone(), &ns, &ar),
             None => Api::all_with(core.client.clone(), &ar),
         };
-        api.patch_status(
-            &ext.name_any(),
-            &params,
-            &Patch::Apply(status::apply_body(ext, Value::Object(ext_status.clone()))),
-        )
-        .await
-        .map_err(|e| {
-            ReconcileError::new(
-                "writing an extension's status (does its CRD have a status subresource?)",
-                ext,
-                e,
+        let params = &params;
+        async move {
+            api.patch_status(
+                &ext.name_any(),
+                params,
+                &Patch::Apply(status::apply_body(ext, Value::Object(ext_status.clone()))),
             )
-        })?;
-    }
-    Ok(())
+            .await
+            .map(drop)
+            .map_err(|e| {
+                ReconcileError::new(
+                    "writing an extension's status (does its CRD have a status subresource?)",
+                    ext,
+                    e,
+                )
+            })
+        }
+    });
+    // The base's error first when both fail: it is the object reconciled.
+    let (base, extensions) = futures::join!(base, futures::future::join_all(extensions));
+    base?;
+    extensions.into_iter().collect()
 }
 
 /// Removes what `plugin` wrote to the base's status (its field manager's
@@ -127,20 +139,24 @@ pub(super) async fn read_live<B>(
         .map_err(|e| ReconcileError::new(what, obj, e))
 }
 
+/// Adds the operator's finalizer unless `obj` has it; returns the object as
+/// the API server has it after the write, if one was made.
 pub(super) async fn ensure_finalizer<B>(
     obj: &DynamicObject,
     core: &Core<B>,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<DynamicObject>, ReconcileError> {
     let finalizer = &core.settings.finalizer;
     if obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
+        return Ok(None);
     }
     let patch = if obj.finalizers().is_empty() {
         json!([{ "op": "add", "path": "/metadata/finalizers", "value": [finalizer] }])
     } else {
         json!([{ "op": "add", "path": "/metadata/finalizers/-", "value": finalizer }])
     };
-    patch_json(obj, core, patch, "adding the finalizer").await
+    patch_json(obj, core, patch, "adding the finalizer")
+        .await
+        .map(Some)
 }
 
 pub(super) async fn remove_finalizer<B>(
@@ -160,7 +176,9 @@ pub(super) async fn remove_finalizer<B>(
         { "op": "test", "path": path, "value": core.settings.finalizer },
         { "op": "remove", "path": path },
     ]);
-    patch_json(obj, core, patch, "removing the finalizer").await
+    patch_json(obj, core, patch, "removing the finalizer")
+        .await
+        .map(drop)
 }
 
 /// Removes the reselect annotation, only if it is still there (a `test`
@@ -175,7 +193,9 @@ pub(super) async fn remove_reselect<B>(
         { "op": "test", "path": path, "value": value },
         { "op": "remove", "path": path },
     ]);
-    patch_json(obj, core, patch, "removing the reselect annotation").await
+    patch_json(obj, core, patch, "removing the reselect annotation")
+        .await
+        .map(drop)
 }
 
 async fn patch_json<B>(
@@ -183,7 +203,7 @@ async fn patch_json<B>(
     core: &Core<B>,
     patch: Value,
     what: &'static str,
-) -> Result<(), ReconcileError> {
+) -> Result<DynamicObject, ReconcileError> {
     let patch: json_patch::Patch = serde_json::from_value(patch)
         .map_err(|e| ReconcileError::new(what, obj, kube::Error::SerdeError(e)))?;
     core.api(obj)
@@ -193,7 +213,6 @@ async fn patch_json<B>(
             &Patch::<()>::Json(patch),
         )
         .await
-        .map(drop)
         .map_err(|e| ReconcileError::new(what, obj, e))
 }
 

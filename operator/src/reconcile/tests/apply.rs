@@ -10,7 +10,6 @@ use serde_json::json;
 use super::{RESYNC, World, greeting, hello, ok, recorded, with_outcome};
 use crate::plugin::CallError;
 use crate::reconcile::Settings;
-use crate::share::BUSY_REQUEUE;
 
 #[tokio::test]
 async fn a_wake_that_took_the_object_first_is_not_doubled() {
@@ -227,17 +226,36 @@ async fn a_plugin_without_reconcile_is_not_called() {
 }
 
 #[tokio::test]
-async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker() {
+async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker_and_wakes_it_when_free() {
     let world = World::with(Settings::default(), 1);
     world.plugin("hello", "Hello");
-    let _taken = world.core.shares.try_take("hello").unwrap();
-    let action = world
-        .reconcile(&recorded(hello(), "Hello", "hello"))
-        .await
-        .unwrap();
-    assert_eq!(action, Action::requeue(BUSY_REQUEUE));
+    let ar = world.core.target.api_resource.clone();
+    let other = kube::runtime::reflector::ObjectRef::new_with("other", ar).within("default");
+    let taken = world.core.shares.try_take("hello", &other).unwrap();
+    let object = recorded(hello(), "Hello", "hello");
+    let action = world.reconcile(&object).await.unwrap();
+    assert_eq!(
+        action,
+        Action::await_change(),
+        "woken by the share, not a timer"
+    );
     assert!(world.core.backend.calls().is_empty());
     assert!(world.counted("busy", ""));
+    assert!(
+        world.api.applies().is_empty(),
+        "turned away before any write"
+    );
+    let mut woken = world.woken.lock().unwrap();
+    assert!(woken.try_recv().is_err(), "the place is still taken");
+    drop(taken);
+    let woken = woken.try_recv().expect("the object turned away is woken");
+    assert_eq!(
+        (woken.name.as_str(), woken.namespace.as_deref()),
+        (
+            object["metadata"]["name"].as_str().unwrap(),
+            object["metadata"]["namespace"].as_str(),
+        )
+    );
 }
 
 #[tokio::test]
@@ -260,6 +278,26 @@ async fn a_cache_behind_the_api_server_calls_no_plugin() {
         .unwrap();
     assert_eq!(action, Action::await_change());
     assert!(world.core.backend.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_new_object_is_checked_against_its_own_writes_not_read_again() {
+    // Recording the choice and the finalizer returned the live object:
+    // a read would tell nothing more.
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    world.core.backend.answer("hello", Ok(ok(json!({}))));
+    world.reconcile(&hello()).await.unwrap();
+    assert_eq!(world.core.backend.calls().len(), 1);
+    assert_eq!(world.api.reads(), Vec::<String>::new());
+    // An object with its choice and finalizer already recorded is read.
+    let mut again = recorded(hello(), "Hello", "hello");
+    again["metadata"]["finalizers"] = json!([world.core.settings.finalizer]);
+    world.api.put(super::PLURAL, &again);
+    world.core.backend.answer("hello", Ok(ok(json!({}))));
+    world.reconcile(&again).await.unwrap();
+    assert_eq!(world.core.backend.calls().len(), 2);
+    assert_eq!(world.api.reads().len(), 1);
 }
 
 #[tokio::test]

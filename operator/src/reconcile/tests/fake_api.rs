@@ -34,6 +34,8 @@ struct State {
     applies: Vec<StatusApply>,
     events: Vec<RecordedEvent>,
     patches: Vec<(String, Value)>,
+    /// Reads of one object (GET), by `plural/namespace/name`.
+    reads: Vec<String>,
     /// Field managers whose status applies are refused (422).
     refuse_manager: Option<String>,
 }
@@ -80,6 +82,11 @@ impl FakeApi {
     }
 
     /// JSON patches, by object path.
+    /// The objects read (GET) so far.
+    pub(super) fn reads(&self) -> Vec<String> {
+        self.lock().reads.clone()
+    }
+
     pub(super) fn patches(&self) -> Vec<(String, Value)> {
         self.lock().patches.clone()
     }
@@ -116,7 +123,10 @@ impl FakeApi {
                 respond(StatusCode::CREATED, &event)
             }
             (&Method::GET, ["namespaces", ns, plural, name]) => {
-                match self.lock().objects.get(&format!("{plural}/{ns}/{name}")) {
+                let key = format!("{plural}/{ns}/{name}");
+                let mut state = self.lock();
+                state.reads.push(key.clone());
+                match state.objects.get(&key) {
                     Some(obj) => respond(StatusCode::OK, obj),
                     None => not_found(name),
                 }

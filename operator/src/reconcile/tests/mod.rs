@@ -14,6 +14,7 @@ use kplug_proto::v1::{Capability, ReconcileResponse};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use self::fake_api::FakeApi;
@@ -33,6 +34,8 @@ struct World {
     api: FakeApi,
     core: Core<FakeBackend>,
     metrics: prometheus_client::registry::Registry,
+    /// Objects the plugin shares woke (turned away while busy).
+    woken: std::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>>,
 }
 
 impl World {
@@ -42,6 +45,7 @@ impl World {
 
     fn with(settings: Settings, per_plugin: usize) -> Self {
         let api = FakeApi::default();
+        let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
         let client = api.client();
         let mut metrics = prometheus_client::registry::Registry::default();
         let core = Core {
@@ -68,13 +72,18 @@ impl World {
                 Duration::from_secs(300),
             )),
             waiting: Arc::default(),
-            shares: Shares::new(per_plugin),
+            shares: Shares::new(per_plugin, wake),
             written: Arc::default(),
             last_calls: Arc::default(),
             hook_queue: super::HookQueue::new(1, Default::default()),
         };
         core.backend.set_grace([None]);
-        Self { api, core, metrics }
+        Self {
+            api,
+            core,
+            metrics,
+            woken: std::sync::Mutex::new(woken),
+        }
     }
 
     fn plugin(&self, name: &str, implementation: &str) -> &Self {
