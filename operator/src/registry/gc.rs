@@ -70,10 +70,27 @@ impl Registry {
                 }
                 // A dial can still succeed while a killed process is being
                 // torn down (its listening socket may close after the
-                // connection did), and the channel only reconnects on the
-                // next call. So call: a Probe either re-arms this watch on a
-                // fresh connection or shows the plugin is gone.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // connection did): dial again, a few times over 50 ms, so
+                // that a SIGKILL is noticed as soon as the teardown ends
+                // (one 50 ms wait made that the notice time; kplug-bench
+                // P3). A socket still taking dials then may be a live
+                // plugin, and the channel only reconnects on the next call.
+                // So call: a Probe either re-arms this watch on a fresh
+                // connection or shows the plugin is gone.
+                let mut gone_now = None;
+                for _ in 0..10 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    if let Liveness::Gone(why) = liveness(&socket, uid).await {
+                        gone_now = Some(why);
+                        break;
+                    }
+                }
+                if let Some(why) = gone_now {
+                    registry
+                        .remove(&name, &id, &gone(why), EventType::Warning)
+                        .await;
+                    return;
+                }
                 let Some(current) = instance.upgrade() else {
                     return;
                 };
