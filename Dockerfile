@@ -26,6 +26,8 @@ COPY conformance conformance
 COPY exec exec
 COPY testenv testenv
 COPY deploy deploy
+# A workspace member (the benchmarks): cargo reads every member's manifest.
+COPY bench bench
 # All of examples/: it holds several workspace members (the example's model,
 # plugins and demo), and .dockerignore keeps its build outputs out.
 COPY examples examples

@@ -269,33 +269,59 @@ chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and l
 
 # --- benchmarks ----------------------------------------------------------------
 
-# roundtrip: the Rust SDK vs bare tonic in one process (criterion).
-# polyglot: every SDK's echo plugin vs the same service in its bare gRPC
-# library (tonic, grpc-go, @grpc/grpc-js, grpcio), each a process of its own,
-# measured in one run from a tonic client; it prints the table and writes it
-# to $(TARGET_DIR)/bench/polyglot.md. KPLUG_BENCH_* in the environment pick
-# the SDKs, sizes and call counts (sidecar-sdk/benches/polyglot.rs), e.g.
-#   KPLUG_BENCH_SDKS=go,typescript KPLUG_BENCH_CALLS=1000 make bench-polyglot
+# `make bench` measures kplug against what users would pick instead, each
+# baseline in the same run, and prints one table (saved as
+# $(TARGET_DIR)/bench/report.md, the processes' logs and metrics next to it
+# in bench/end-to-end/):
+# - P1, polyglot: every SDK's echo plugin vs the same service in its bare
+#   gRPC library (tonic, grpc-go, @grpc/grpc-js, grpcio), each a process of
+#   its own, from a tonic client ($(TARGET_DIR)/bench/polyglot.md).
+#   KPLUG_BENCH_* in the environment pick the SDKs, sizes and call counts
+#   (sidecar-sdk/benches/polyglot.rs), e.g.
+#     KPLUG_BENCH_SDKS=go,typescript KPLUG_BENCH_CALLS=1000 make bench-polyglot
+# - P2-P4, end to end (kplug-bench, bench/): converging BENCH_TABLES tables
+#   against an in-process kube-rs controller, reacting to a plugin's start,
+#   SIGKILL and restart, and the operator's footprint over BENCH_FOOTPRINT
+#   tables and extensions against a bare reflector, on a control plane of
+#   its own. `kplug-bench run --help` says what is measured how.
+# roundtrip: the Rust SDK vs bare tonic in one process (criterion), apart.
+BENCH_TABLES ?= 2000
+BENCH_ROUNDS ?= 2
+BENCH_WAITING ?= 1000
+BENCH_FOOTPRINT ?= 10000
+
 .PHONY: bench
-bench: bench-roundtrip bench-polyglot ## Reconcile round trip: the Rust SDK vs bare tonic (criterion), then every SDK vs its bare gRPC library (target/bench/polyglot.md)
+bench: bench-polyglot bench-end-to-end ## kplug vs bare gRPC servers, an in-process kube-rs controller and a bare reflector (P1-P4), one table in target/bench/report.md
 
 .PHONY: bench-roundtrip
 bench-roundtrip: ## the Rust SDK vs bare tonic in one process (criterion)
 	$(CARGO) bench -p kplug-sidecar --bench roundtrip
 
 .PHONY: bench-polyglot
-bench-polyglot: bench-servers ## every SDK vs its bare gRPC library, each a process, over Unix sockets (target/bench/polyglot.md)
+bench-polyglot: bench-servers ## P1: every SDK vs its bare gRPC library, each a process, over Unix sockets (target/bench/polyglot.md)
 	$(CARGO) bench -p kplug-sidecar --bench polyglot
 
-# The polyglot benchmark once at tiny sizes, in the test profile, as a test
-# (about 10 s): every bench server starts, answers and echoes what it should.
-# Its numbers mean nothing at that size and nothing is asserted on time; the
-# table goes to $(TARGET_DIR)/bench/polyglot-smoke.md, not over a real run's.
+.PHONY: bench-end-to-end
+bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if bench-polyglot ran): kplug end to end against its baselines on a real API server
+	$(CARGO) build --release -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
+	$(TARGET_DIR)/release/kplug-bench run --tables $(BENCH_TABLES) --rounds $(BENCH_ROUNDS) \
+	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) \
+	  $(if $(wildcard $(TARGET_DIR)/bench/polyglot.md),--p1 $(TARGET_DIR)/bench/polyglot.md)
+
+# The benchmarks once at tiny sizes, in the test profile, as tests (about
+# 10 s and 1 min): every bench server starts, answers and echoes what it
+# should, and every part of the end-to-end run completes (its objects
+# converge, its processes start and stop). Their numbers mean nothing at
+# that size and nothing is asserted on time; the tables go to
+# $(TARGET_DIR)/bench/smoke/, not over a real run's.
 .PHONY: test-bench
-test-bench: bench-servers ## the polyglot benchmark once at tiny sizes: every SDK's and every bare bench server answers
+test-bench: bench-servers testenv ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
 	KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
-	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/polyglot-smoke.md \
+	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md \
 	  $(CARGO) test -p kplug-sidecar --bench polyglot -- --bench
+	$(CARGO) build -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
+	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 \
+	  --p1 $(TARGET_DIR)/bench/smoke/polyglot.md --out $(TARGET_DIR)/bench/smoke/report.md
 
 # The Go servers as binaries in $(TARGET_DIR)/bench/go, the TypeScript ones
 # compiled to sidecar-sdk/typescript/build/bench, the Python SDK's virtualenv

@@ -1,0 +1,59 @@
+//! The P4 baseline: the least any controller of these objects holds, a
+//! kube-rs reflector (a watch and an in-memory store) of the tables and of
+//! their SQLite extensions, as `DynamicObject`s like kplug-operator's.
+
+use std::path::PathBuf;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::objects::{extension_resource, table_resource};
+
+/// `kplug-bench reflector`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The namespace whose tables and extensions it reflects.
+    #[arg(long)]
+    namespace: String,
+    /// How many objects (tables and extensions) to wait for.
+    #[arg(long)]
+    objects: usize,
+    /// Written (`synced <objects>`) once the stores hold `--objects`.
+    #[arg(long)]
+    synced_file: PathBuf,
+}
+
+/// Reflects until the process is stopped.
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let client = Client::try_default().await?;
+    let mut stores = Vec::new();
+    let mut watches = Vec::new();
+    for ar in [table_resource(), extension_resource()] {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &args.namespace, &ar);
+        let writer = Writer::new(ar);
+        stores.push(writer.as_reader());
+        watches.push(
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect(writer)
+                .boxed(),
+        );
+    }
+    let mut events = futures::stream::select_all(watches);
+    let mut synced = false;
+    while let Some(event) = events.next().await {
+        if let Err(error) = event {
+            tracing::warn!(%error, "watch");
+            continue;
+        }
+        let held: usize = stores.iter().map(|s| s.len()).sum();
+        if !synced && held >= args.objects {
+            synced = true;
+            std::fs::write(&args.synced_file, format!("synced {held}\n"))?;
+        }
+    }
+    Ok(())
+}
