@@ -365,6 +365,9 @@ func (n *node) startKubelet(kubeconfig string, o nodeOptions, pki *pkiFiles) err
 		"--config="+config,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(n.dir, "kubelet"),
+		// Its serving certificate; the default is /var/lib/kubelet/pki
+		// whatever the root dir.
+		"--cert-dir="+filepath.Join(n.dir, "kubelet", "pki"),
 		"--hostname-override="+n.name,
 		"--node-ip="+nodeIP,
 		"--v=1",

@@ -46,11 +46,15 @@ type hostPath struct {
 
 // hostPaths are removed in this order (children before parents) when the
 // node created them: the container log symlinks, the network namespace
-// mount points, libcni's result cache and the shims' runc state and sockets.
+// mount points, libcni's result cache, the kubelet's device plugin socket
+// (its directory is fixed, whatever --root-dir says) and the shims' runc
+// state and sockets.
 var hostPaths = []hostPath{
 	{"/var/log/containers", false},
 	{"/var/run/netns", false},
 	{"/var/lib/cni", true},
+	{"/var/lib/kubelet/device-plugins", true},
+	{"/var/lib/kubelet", false},
 	{"/run/containerd/runc/k8s.io", true},
 	{"/run/containerd/runc", false},
 	{"/run/containerd/s", false},

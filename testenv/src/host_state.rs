@@ -23,7 +23,9 @@ const SYSCTLS: &[&str] = &[
 ];
 
 /// Host paths a kubelet, containerd and its shims create whatever they are
-/// told.
+/// told. What counts is what is in them, not the directories themselves:
+/// any engine's containerd creates `/run/containerd/s` for its shims'
+/// sockets on its first container and keeps it, empty, while it runs.
 const HOST_PATHS: &[&str] = &[
     "/var/log/containers",
     "/var/log/pods",
@@ -70,7 +72,8 @@ pub struct HostSnapshot {
     iptables: BTreeSet<String>,
     /// Cgroups named `kubepods` (the kubelet's) in any hierarchy.
     cgroups: BTreeSet<String>,
-    /// Which of [`HOST_PATHS`] exist.
+    /// The files (anything but a directory: sockets, symlinks, state) at or
+    /// below [`HOST_PATHS`].
     paths: BTreeSet<String>,
     /// `comm (pid)` of the processes of a node or a container engine: those
     /// named in [`NODE_PROCESSES`], containerd shims of the namespaces in
@@ -104,8 +107,7 @@ impl HostSnapshot {
             cgroups: kubepods_cgroups(),
             paths: HOST_PATHS
                 .iter()
-                .filter(|p| Path::new(p).exists())
-                .map(|p| (*p).to_owned())
+                .flat_map(|p| files_under(Path::new(p)))
                 .collect(),
             processes: node_processes(),
         }
@@ -156,6 +158,25 @@ fn names_in(dir: &str) -> BTreeSet<String> {
             entries
                 .filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every file at or below `path` (not following symlinks), as a path; none
+/// when it does not exist.
+fn files_under(path: &Path) -> Vec<String> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Vec::new();
+    };
+    if !meta.is_dir() {
+        return vec![path.display().to_string()];
+    }
+    fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .flat_map(|e| files_under(&e.path()))
                 .collect()
         })
         .unwrap_or_default()
@@ -263,7 +284,7 @@ mod tests {
         after
             .cgroups
             .insert("/sys/fs/cgroup/cpu/kubepods".to_owned());
-        after.paths.insert("/var/lib/cni".to_owned());
+        after.paths.insert("/var/lib/cni/results/cni-1".to_owned());
         after.processes.insert("kubelet (42)".to_owned());
         assert_eq!(
             before.leaks(&after),
@@ -273,11 +294,33 @@ mod tests {
                 "network namespace cni-1",
                 "iptables nat :KUBE-TESTENV -",
                 "cgroup /sys/fs/cgroup/cpu/kubepods",
-                "path /var/lib/cni",
+                "path /var/lib/cni/results/cni-1",
                 "process kubelet (42)",
                 "sysctl vm.overcommit_memory=1 (was vm.overcommit_memory=0)",
                 "iptables rule removed: filter :INPUT ACCEPT",
             ]
+        );
+    }
+
+    #[test]
+    fn files_count_and_empty_directories_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("containerd");
+        fs::create_dir_all(root.join("s")).unwrap();
+        assert_eq!(files_under(&root), Vec::<String>::new());
+        assert_eq!(
+            files_under(&dir.path().join("missing")),
+            Vec::<String>::new()
+        );
+        let socket = root.join("s").join("4f1a");
+        fs::write(&socket, b"").unwrap();
+        let link = root.join("log");
+        std::os::unix::fs::symlink("/nowhere", &link).unwrap();
+        let mut found = files_under(&root);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![link.display().to_string(), socket.display().to_string()]
         );
     }
 }
