@@ -252,16 +252,13 @@ impl Response {
             retry_after: r
                 .retry_after
                 .and_then(|d| prost_types::Duration::try_from(d).ok()),
-            status: r
-                .status
-                .map(|s| s.to_string().into_bytes())
-                .unwrap_or_default(),
+            status: r.status.map(|s| json_bytes(&s)).unwrap_or_default(),
             extension_statuses: r
                 .extension_statuses
                 .into_iter()
                 .map(|(target, status)| v1::ObjectStatus {
                     target: Some(target),
-                    status: status.to_string().into_bytes(),
+                    status: json_bytes(&status),
                 })
                 .collect(),
             conditions: r.conditions,
@@ -287,10 +284,7 @@ impl Response {
         v1::HookResponse {
             outcome: r.outcome as i32,
             message: r.message,
-            status: r
-                .status
-                .map(|s| s.to_string().into_bytes())
-                .unwrap_or_default(),
+            status: r.status.map(|s| json_bytes(&s)).unwrap_or_default(),
             events: r.events,
             retry_after: r
                 .retry_after
@@ -309,6 +303,14 @@ impl Response {
             events: r.events,
         }
     }
+}
+
+/// A status as the JSON bytes on the wire: `serde_json::to_vec` writes
+/// straight into the buffer, where `to_string` (Display) goes through
+/// `fmt` and checks every chunk it writes for UTF-8 again.
+fn json_bytes(status: &Value) -> Vec<u8> {
+    // A Value has string keys only: it always serializes.
+    serde_json::to_vec(status).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -2,11 +2,13 @@
 //! SIGTERM drain, in the order `docs/protocol.md` fixes.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{
@@ -362,11 +364,11 @@ impl<P: Plugin> Service<P> {
         span
     }
 
-    /// Decodes, runs the handler on its own task, and turns every failure
-    /// (bad JSON, handler error, panic) into a FAILED response.
+    /// Decodes, runs the handler, and turns every failure (bad JSON,
+    /// handler error, panic) into a FAILED response.
     async fn handle(
         &self,
-        call: &str,
+        call: &'static str,
         handler: Handler,
         implementation: String,
         object: &[u8],
@@ -377,37 +379,43 @@ impl<P: Plugin> Service<P> {
             Err(e) => return Response::failed(format!("kplug: {e}")),
         };
         let plugin: Arc<dyn DynPlugin> = self.plugin.clone();
-        match tokio::spawn(handler(plugin, request).in_current_span()).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(error)) => {
-                tracing::warn!(plugin = self.info.name, call, %error, "handler failed");
-                Response::failed(error.to_string())
-            }
-            Err(join) => {
-                tracing::error!(plugin = self.info.name, call, error = %join, "handler panicked");
-                Response::failed(format!("the plugin's {call} handler panicked: {join}"))
-            }
-        }
+        self.run(call, handler(plugin, request))
+            .await
+            .unwrap_or_else(Response::failed)
     }
 }
 
 impl<P: Plugin> Service<P> {
-    /// Runs a handler's future on its own task (a panic then fails one
-    /// call, not the server); a handler error or panic becomes its message.
-    async fn run<T: Send + 'static>(
+    /// Runs a handler's future in the call's own task; a handler error or
+    /// panic becomes its message (a panic fails one call, not the server).
+    ///
+    /// Not a task of its own: tonic already runs each call on one, and a
+    /// second one cost a wake-up across threads per call (kplug-bench P1).
+    /// So when the operator abandons a call (its deadline passed, the
+    /// connection closed) the handler's future is dropped, as a Go
+    /// handler's context is cancelled.
+    async fn run<T>(
         &self,
         call: &'static str,
-        handler: impl Future<Output = Result<T, crate::BoxError>> + Send + 'static,
+        handler: impl Future<Output = Result<T, crate::BoxError>>,
     ) -> Result<T, String> {
-        match tokio::spawn(handler.in_current_span()).await {
+        // Unwind safety: a panicking handler's state is the plugin's, and
+        // the SDK keeps nothing of this call's after it.
+        match AssertUnwindSafe(handler).catch_unwind().await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(error)) => {
                 tracing::warn!(plugin = self.info.name, call, %error, "handler failed");
                 Err(error.to_string())
             }
-            Err(join) => {
-                tracing::error!(plugin = self.info.name, call, error = %join, "handler panicked");
-                Err(format!("the plugin's {call} handler panicked: {join}"))
+            Err(panic) => {
+                let why = panic_message(panic.as_ref());
+                tracing::error!(
+                    plugin = self.info.name,
+                    call,
+                    error = why,
+                    "handler panicked"
+                );
+                Err(format!("the plugin's {call} handler panicked: {why}"))
             }
         }
     }
@@ -421,6 +429,16 @@ impl<P: Plugin> Service<P> {
             self.info.name
         ))
     }
+}
+
+/// What a panic said (`panic!` with a message carries a `&str` or a
+/// `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
 }
 
 #[tonic::async_trait]

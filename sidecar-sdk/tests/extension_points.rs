@@ -134,10 +134,11 @@ async fn serve<P: Plugin>(
     let server = Server::new(info, plugin, dir).heartbeat_interval(Duration::from_millis(200));
     let socket = server.socket_path();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.run_until(async {
+    let running = tokio::spawn(server.run_until(async {
         let _ = stopped.await;
     }));
     while !socket.exists() {
+        assert!(!running.is_finished(), "the plugin stopped before serving");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     (
@@ -390,7 +391,10 @@ async fn hook_answers_like_reconcile() {
 
     for (name, message) in [
         ("broken", "backup disk full"),
-        ("panicky", "the plugin's Hook handler panicked"),
+        (
+            "panicky",
+            "the plugin's Hook handler panicked: hook panicked on purpose",
+        ),
     ] {
         let failed = client
             .hook(hook_request(
@@ -414,6 +418,93 @@ async fn hook_answers_like_reconcile() {
     let failed = client.hook(not_json).await.unwrap().into_inner();
     assert_eq!(failed.outcome, Outcome::Failed as i32);
     assert!(failed.message.starts_with("kplug: "), "{}", failed.message);
+}
+
+/// Reconciles `users`, panics on `panicky`, and waits for ever on `slow`,
+/// saying when that call's handler is dropped.
+struct Handlers {
+    dropped: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+}
+
+/// Sends on drop.
+struct DropSignal(Option<oneshot::Sender<()>>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        if let Some(dropped) = self.0.take() {
+            let _ = dropped.send(());
+        }
+    }
+}
+
+impl Plugin for Handlers {
+    async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
+        match request.name() {
+            "panicky" => panic!("reconcile panicked on purpose"),
+            "slow" => {
+                let _signal = DropSignal(self.dropped.lock().unwrap().take());
+                std::future::pending::<()>().await;
+                unreachable!()
+            }
+            _ => Ok(Response::ok()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_fails_its_own_call_and_an_abandoned_call_drops_its_handler() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dropped_tx, dropped) = oneshot::channel();
+    let plugin = Handlers {
+        dropped: std::sync::Mutex::new(Some(dropped_tx)),
+    };
+    let info = PluginInfo::new("handlers", "1.0.0").offer(Offer::new(
+        "myorg.org",
+        "DatabaseTable",
+        "SQLite",
+    ));
+    let (mut client, _stop) = serve(dir.path(), info, plugin).await;
+    let reconcile = |name: &str| v1::ReconcileRequest {
+        implementation: "SQLite".into(),
+        object: table(name, json!([])),
+        extensions: vec![],
+    };
+
+    let failed = client
+        .reconcile(reconcile("panicky"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(failed.outcome, Outcome::Failed as i32);
+    assert_eq!(
+        failed.message,
+        "the plugin's Reconcile handler panicked: reconcile panicked on purpose"
+    );
+    let ok = client
+        .reconcile(reconcile("users"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        ok.outcome,
+        Outcome::Ok as i32,
+        "the server outlives a panic"
+    );
+
+    // The operator gives up on a call at its deadline: the handler is
+    // dropped then, not left running.
+    let mut call = tonic::Request::new(reconcile("slow"));
+    call.set_timeout(Duration::from_millis(200));
+    let status = client.reconcile(call).await.unwrap_err();
+    // tonic's server answers a passed grpc-timeout with CANCELLED.
+    assert!(
+        matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded),
+        "{status}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), dropped)
+        .await
+        .expect("the abandoned call's handler is dropped")
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
