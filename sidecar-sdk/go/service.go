@@ -94,24 +94,28 @@ func (s *service) handle(ctx context.Context, call string, handler handlerFunc, 
 		s.logger.Error(err.Error()+"; the handler was not called", "call", call)
 		return Failed(err.Error())
 	}
-	logger := s.logger.With("call", call, "object", request.String())
-	logger.Debug("calling the handler")
+	// Built only for a line that is written: otherwise every call would pay
+	// for a logger of its own and the object's name.
+	logger := func() *slog.Logger { return s.logger.With("call", call, "object", request.String()) }
+	if s.logger.Enabled(ctx, slog.LevelDebug) {
+		logger().Debug("calling the handler")
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			logger.Error("the handler panicked", "panic", p, "stack", string(debug.Stack()))
+			logger().Error("the handler panicked", "panic", p, "stack", string(debug.Stack()))
 			response = Failed(fmt.Sprintf("the plugin's %s handler panicked: %v", call, p))
 		}
 	}()
 	response, err = handler(ctx, request)
 	switch {
 	case err != nil:
-		logger.Warn("the handler failed", "error", err)
+		logger().Warn("the handler failed", "error", err)
 		return Failed(err.Error())
 	case response == nil:
-		logger.Error("the handler returned neither a response nor an error")
+		logger().Error("the handler returned neither a response nor an error")
 		return Failed(fmt.Sprintf("the plugin's %s handler returned a nil *kplug.Response and no error; return kplug.OK(), kplug.Retry(...) or kplug.Failed(...)", call))
 	case response.Err() != nil:
-		logger.Error("the handler built an invalid response", "error", response.Err())
+		logger().Error("the handler built an invalid response", "error", response.Err())
 	}
 	return response
 }
