@@ -75,6 +75,47 @@ func TestEncodeStatusAcceptsAnyJSONObject(t *testing.T) {
 	}
 }
 
+func TestAPlainMapEncodesAsItsRoundTripWould(t *testing.T) {
+	plain := map[string]any{
+		"s": "a<b> \u2028 é \"q\"", "i": 3, "i64": int64(-7), "u": uint64(math.MaxUint64),
+		"f": 2.5, "whole": 3.0, "big": 1e21, "small": float32(0.1), "t": true, "null": nil,
+		"list":   []any{1, "x", []any{}, map[string]any{}},
+		"nested": map[string]any{"z": 1, "a": map[string]any{"k": "v"}},
+	}
+	if !plainJSON(plain) {
+		t.Fatal("a map of plain values is not seen as plain")
+	}
+	encoded, object, err := encodeObject(plain, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The round trip, taken by a value that is not a plain map.
+	raw, err := marshal(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip, _, err := encodeObject(json.RawMessage(raw), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(encoded) != string(roundTrip) {
+		t.Errorf("plain map encoded as\n%s\nthe round trip gives\n%s", encoded, roundTrip)
+	}
+	if object["s"] != plain["s"] {
+		t.Errorf("the object returned is not the map given: %v", object)
+	}
+	for _, v := range []any{
+		map[string]any{"n": json.Number("1.0")},
+		map[string]any{"r": json.RawMessage(`{"a":1}`)},
+		map[string]any{"list": []string{"a"}},
+		map[string]any{"deep": []any{struct{ A int }{1}}},
+	} {
+		if plainJSON(v) {
+			t.Errorf("%#v is seen as plain: it must take the round trip", v)
+		}
+	}
+}
+
 func TestEncodeStatusRefusesWhatTheOperatorRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		in   any
