@@ -14,6 +14,10 @@
 //!   ([`Need::Preferred`]) instead of falling back: the operator's sidecars
 //!   register over a second or two, and the choice is sticky. The object is
 //!   woken when the implementation is offered, or when the grace ends.
+//!   Likewise an object whose recorded plugin has not registered yet keeps
+//!   its status during the grace (an operator's restart must not flip every
+//!   object to "waiting" for a heartbeat), and is woken to say the plugin
+//!   is missing if it has not come when the grace ends.
 //! - When a plugin leaves, nothing happens at once: a restart (a rolling
 //!   update of its container) is back within seconds. If its
 //!   implementations are still not offered after a grace period (the
@@ -106,13 +110,15 @@ impl Waiting {
             .is_some()
     }
 
-    /// The objects waiting for their preferred implementation, forgotten
-    /// here: the start-up grace is over, and they may fall back now.
+    /// The objects waiting for their preferred implementation (they may
+    /// fall back now) or for their recorded plugin (they kept their status
+    /// while plugins registered, and now say that it is missing), forgotten
+    /// here: the start-up grace is over.
     pub(crate) fn end_start_up_grace(&self) -> Vec<ObjectRef<DynamicObject>> {
         let mut needs = self.needs.lock().unwrap_or_else(|e| e.into_inner());
         let woken: Vec<_> = needs
             .iter()
-            .filter(|(_, need)| matches!(need, Need::Preferred(_)))
+            .filter(|(_, need)| matches!(need, Need::Preferred(_) | Need::Recorded(_)))
             .map(|(object, _)| object.clone())
             .collect();
         for object in &woken {
@@ -167,18 +173,20 @@ pub(crate) async fn wake_on_changes(w: Wakeups) {
     let mut changes = w.registry.changes();
     let mut previous = w.registry.candidates(&w.kind);
     let grace = w.registry.start_up_grace_left();
-    let grace_over = async move {
-        match grace {
-            Some(left) => tokio::time::sleep(left).await,
-            None => std::future::pending().await,
-        }
-    };
+    let grace_over = tokio::time::sleep(grace.unwrap_or_default());
     tokio::pin!(grace_over);
     let mut in_grace = grace.is_some();
     loop {
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { break },
             () = &mut grace_over, if in_grace => {
+                // The registry's clock decides (a reconcile asks it whether
+                // the grace is over): it starts when the registry serves,
+                // which can be after this loop started.
+                if let Some(left) = w.registry.start_up_grace_left() {
+                    grace_over.as_mut().reset(tokio::time::Instant::now() + left);
+                    continue;
+                }
                 in_grace = false;
                 for object in w.waiting.end_start_up_grace() {
                     let _ = w.wake.send(object);
@@ -338,6 +346,19 @@ mod tests {
         );
         assert_eq!(woken(waiting.end_start_up_grace()), ["pg"]);
         assert_eq!(woken(waiting.end_start_up_grace()), none());
+    }
+
+    #[test]
+    fn the_end_of_the_grace_wakes_objects_whose_recorded_plugin_did_not_come() {
+        let waiting = Waiting::default();
+        let recorded = Recorded {
+            implementation: "MariaDB".into(),
+            plugin: Some("mariadb".into()),
+        };
+        waiting.wait(object("served"), Need::Recorded(recorded));
+        waiting.wait(object("any"), Need::AnyPlugin);
+        assert_eq!(woken(waiting.end_start_up_grace()), ["served"]);
+        assert_eq!(woken(waiting.wake(&[candidate("p", "P")])), ["any"]);
     }
 
     #[test]

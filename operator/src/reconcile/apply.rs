@@ -74,12 +74,19 @@ pub(super) async fn apply<B: Backend>(
 
     let (resolution, resolved) = resolve(obj, core).await;
     if !resolved.is_true() {
-        let conditions = OperatorConditions {
-            plugin_available: calls.available,
-            reconciled: Outcome::WaitingForExtensions.condition(),
-            extensions_resolved: resolved.clone(),
-        };
-        write::operator_status(obj, core, calls.choice.as_ref(), &conditions, &[]).await?;
+        // Waiting for a watch's first list is routine and short: an object
+        // served at this generation keeps its status meanwhile (after an
+        // operator's start every object would otherwise flip to waiting
+        // and back). A new or changed object says what it waits for.
+        let routine = resolution.problems.is_empty() && served_at_this_generation(obj);
+        if !routine {
+            let conditions = OperatorConditions {
+                plugin_available: calls.available,
+                reconciled: Outcome::WaitingForExtensions.condition(),
+                extensions_resolved: resolved.clone(),
+            };
+            write::operator_status(obj, core, calls.choice.as_ref(), &conditions, &[]).await?;
+        }
         // Waiting for a watch's first list is routine and short; a missing
         // or malformed extension is something a person has to fix.
         if resolution.waiting.is_empty() {
@@ -149,6 +156,16 @@ pub(super) async fn apply<B: Backend>(
     )
     .await?;
     Ok(outcome)
+}
+
+/// Whether `obj`'s status is from a reconcile of its current generation
+/// with a recorded choice.
+fn served_at_this_generation(obj: &DynamicObject) -> bool {
+    let observed = obj
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(serde_json::Value::as_i64);
+    Recorded::of(obj).is_some() && observed.is_some() && observed == obj.metadata.generation
 }
 
 /// Records a new choice before the plugin is called, so that a crash or a

@@ -37,6 +37,14 @@ pub(super) async fn wait_for_plugin<B: Backend>(
             Outcome::Queued
         });
     }
+    // An object served before keeps its status while the operator's
+    // plugins register after its start: they are back within a heartbeat,
+    // and writing "waiting" meanwhile would flip every object on every
+    // restart. The end of the grace wakes it if its plugin did not come.
+    if matches!(need, Need::Recorded(_)) && core.backend.start_up_grace_left().is_some() {
+        tracing::debug!("waiting for the recorded plugin to register after the start");
+        return Ok(Outcome::WaitingForPlugin);
+    }
     let conditions = OperatorConditions {
         plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message.clone()),
         extensions_resolved: Condition::unknown(

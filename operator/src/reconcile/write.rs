@@ -37,8 +37,13 @@ pub(super) async fn operator_status<B>(
         }
     }
     // Remembered before it is sent: its echo on the watch must already
-    // match, or it would wake the object again.
+    // match, or it would wake the object again. Remembered also when it is
+    // not sent: the next version seen carries it.
     core.written.record(obj, &status);
+    if status::holds_operator_part(obj, &status) {
+        tracing::debug!("the operator's status is unchanged; not written");
+        return Ok(obj.clone());
+    }
     let params = PatchParams::apply(&core.settings.field_manager).force();
     core.api(obj)
         .patch_status(
@@ -53,20 +58,26 @@ pub(super) async fn operator_status<B>(
 /// Applies `plugin`'s part of the status of the base and of the extensions
 /// it answered for, as the plugin's own field manager. The writes go out
 /// together: they are independent, and one after the other they were
-/// most of a reconcile's time when the API server is the bottleneck.
+/// most of a reconcile's time when the API server is the bottleneck. A
+/// write that would change nothing is not sent (an operator's start
+/// reconciles every object; most answers are what is already stored).
+/// `obj` and the extensions must be as read before the call.
 pub(super) async fn plugin_status<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     plugin: &str,
     checked: &Checked,
 ) -> Result<(), ReconcileError> {
-    let params = PatchParams::apply(&status::plugin_manager(plugin)).force();
-    let base_status = checked
-        .status
-        .clone()
-        .map(Value::Object)
-        .unwrap_or_else(|| json!({}));
+    let manager = status::plugin_manager(plugin);
+    let params = PatchParams::apply(&manager).force();
+    let base_status = checked.status.clone().unwrap_or_default();
+    let base_unchanged = status::holds_manager_part(obj, &manager, &base_status);
     let base = async {
+        if base_unchanged {
+            tracing::debug!(%plugin, "the plugin's status is unchanged; not written");
+            return Ok(());
+        }
+        let base_status = Value::Object(base_status);
         core.api(obj)
             .patch_status(
                 &obj.name_any(),
@@ -84,7 +95,11 @@ pub(super) async fn plugin_status<B: Backend>(
             None => Api::all_with(core.client.clone(), &ar),
         };
         let params = &params;
+        let unchanged = status::holds_manager_part(ext, &manager, ext_status);
         async move {
+            if unchanged {
+                return Ok(());
+            }
             api.patch_status(
                 &ext.name_any(),
                 params,

@@ -28,11 +28,13 @@
 
 mod conditions;
 mod response;
+mod unchanged;
 
 pub use conditions::{
     Condition, OperatorConditions, find_condition, mark_trace, render_conditions,
 };
 pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};
+pub use unchanged::{holds_manager_part, holds_operator_part};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;

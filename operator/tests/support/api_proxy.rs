@@ -11,11 +11,13 @@
 //!   resource version is too old.
 //!
 //! The operator under test gets [`ApiProxy::kubeconfig`]; everything else it
-//! does reaches the real API server unchanged.
+//! does reaches the real API server unchanged, and the proxy lists its
+//! writes ([`ApiProxy::writes`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -47,6 +49,7 @@ struct Rule {
 /// A running proxy; it stops when dropped.
 pub struct ApiProxy {
     rules: watch::Sender<HashMap<String, Rule>>,
+    writes: Arc<Mutex<Vec<String>>>,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
@@ -77,6 +80,8 @@ impl ApiProxy {
         .expect("write the proxy kubeconfig");
         let (rules, _) = watch::channel(HashMap::new());
         let shared = rules.clone();
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let written = writes.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -84,8 +89,18 @@ impl ApiProxy {
                 };
                 let client = client.clone();
                 let rules = shared.clone();
+                let written = written.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(client.clone(), rules.clone(), req));
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        if req.method() != hyper::Method::GET {
+                            written.lock().unwrap().push(format!(
+                                "{} {}",
+                                req.method(),
+                                req.uri().path()
+                            ));
+                        }
+                        handle(client.clone(), rules.clone(), req)
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -94,6 +109,7 @@ impl ApiProxy {
         });
         Self {
             rules,
+            writes,
             kubeconfig,
             _dir: dir,
             task,
@@ -103,6 +119,12 @@ impl ApiProxy {
     /// A kubeconfig that reaches the API server through this proxy.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// Every request but a GET forwarded so far, as `METHOD path`, in the
+    /// order received.
+    pub fn writes(&self) -> Vec<String> {
+        self.writes.lock().unwrap().clone()
     }
 
     /// Holds every LIST of `plural` until [`Self::release_lists`].
