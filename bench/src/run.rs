@@ -103,7 +103,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
          the operator's `kplug_plugin_calls_total`. P4: {footprint} tables and {footprint} \
          extensions; the operator is restarted over them (the plugin stays) and measured once \
          it has caught up (no reconcile for {settle} s), the bare reflector (`kplug-bench \
-         reflector`) once it holds them all plus {settle} s; then each for {rest} s at rest.",
+         reflector`) once it holds them all plus {settle} s; then each for {rest} s at rest. \
+         P4's API requests are counted over the same window, by the same metric (a watch \
+         counts when it ends: the ones still open are not in it).",
         std::thread::available_parallelism().map_or(0, usize::from),
         tables = args.tables,
         rounds = args.rounds,
@@ -488,6 +490,7 @@ impl Bench {
         operator.stop(&self.work).await?;
 
         progress("P4: the bare reflector");
+        let requests_before = apiserver::requests(&self.client).await?;
         let synced = self.work.join("reflector.synced");
         let reflector = self.setup.reflector(&ns, 2 * n, &synced)?;
         let deadline = Instant::now() + converge_timeout(n);
@@ -499,16 +502,23 @@ impl Bench {
         }
         tokio::time::sleep(SETTLE).await;
         let bare = reflector.usage()?;
+        let bare_requests = self
+            .requests_since(&requests_before, &ns, "reflector")
+            .await?;
         tokio::time::sleep(AT_REST).await;
         let bare_at_rest = reflector.usage()?.cpu - bare.cpu;
         reflector.stop().await?;
 
         progress("P4: the operator, restarted over them");
+        let requests_before = apiserver::requests(&self.client).await?;
         let operator = self.setup.operator(&ns, sockets.path())?;
         until_listed(&operator, true).await?;
         let caught_up = until_quiet(&operator).await?;
         progress(&format!("P4: the operator caught up in {caught_up:?}"));
         let kplug = operator.process.usage()?;
+        let kplug_requests = self
+            .requests_since(&requests_before, &ns, "restart")
+            .await?;
         tokio::time::sleep(AT_REST).await;
         let kplug_at_rest = operator.process.usage()?.cpu - kplug.cpu;
         operator.stop(&self.work).await?;
@@ -542,7 +552,30 @@ impl Bench {
                 Figure::Time(bare.cpu),
                 Goal::None,
             ),
+            row(
+                "API requests from start until caught up",
+                Figure::Count(kplug_requests),
+                Figure::Count(bare_requests),
+                Goal::None,
+            ),
         ])
+    }
+
+    /// The API requests served since `before`, counted as P2 counts them;
+    /// their breakdown by verb and resource is kept as
+    /// `requests-<ns>-<what>.txt`.
+    async fn requests_since(
+        &self,
+        before: &apiserver::Requests,
+        ns: &str,
+        what: &str,
+    ) -> anyhow::Result<u64> {
+        let (n, breakdown) = apiserver::requests(&self.client).await?.since(before);
+        std::fs::write(
+            self.work.join(format!("requests-{ns}-{what}.txt")),
+            breakdown,
+        )?;
+        Ok(n)
     }
 }
 
