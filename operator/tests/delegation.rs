@@ -740,13 +740,7 @@ async fn a_plugin_restart_with_the_same_offers_causes_no_reconcile() {
         "{n} tables created and Ready in {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    let reconciles = || {
-        w.calls()
-            .iter()
-            .filter(|c| c["call"] == "Reconcile")
-            .count()
-    };
-    let before = reconciles();
+    let before = reconcile_calls(&w);
     // One call each: an object's own status writes must not wake it again
     // (under load the watch delivered the echo of a reconcile's first
     // write after its last one, and that stale echo woke the object).
@@ -768,15 +762,7 @@ async fn a_plugin_restart_with_the_same_offers_causes_no_reconcile() {
     w.until_plugin_up("postgresql", T).await;
     // Count until no call has been made for 3 s, so that a storm is
     // counted whole (it used to take seconds to drain).
-    let mut settled = reconciles();
-    loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = reconciles();
-        if now == settled {
-            break;
-        }
-        settled = now;
-    }
+    let settled = reconcile_calls_when_quiet(&w, Duration::from_secs(3)).await;
     let caused = settled - before;
     eprintln!("a plugin restart with {n} Ready objects caused {caused} Reconcile call(s)");
     let extra: Vec<Value> = w
@@ -789,6 +775,28 @@ async fn a_plugin_restart_with_the_same_offers_causes_no_reconcile() {
         caused, 0,
         "no object was waiting for the plugin; the calls after every table was Ready: {extra:?}"
     );
+}
+
+/// The Reconcile calls the scripted plugin has logged so far.
+fn reconcile_calls(w: &World) -> usize {
+    w.calls()
+        .iter()
+        .filter(|c| c["call"] == "Reconcile")
+        .count()
+}
+
+/// [`reconcile_calls`] once no call has been made for `quiet`, so that a
+/// burst of calls is counted whole.
+async fn reconcile_calls_when_quiet(w: &World, quiet: Duration) -> usize {
+    let mut settled = reconcile_calls(w);
+    loop {
+        tokio::time::sleep(quiet).await;
+        let now = reconcile_calls(w);
+        if now == settled {
+            return settled;
+        }
+        settled = now;
+    }
 }
 
 /// An operator that starts over converged tables reconciles each of them
@@ -815,21 +823,8 @@ async fn an_operator_restart_over_converged_tables_writes_no_status() {
         })
         .await;
     }
-    let reconciles = |w: &World| {
-        w.calls()
-            .iter()
-            .filter(|c| c["call"] == "Reconcile")
-            .count()
-    };
     // Settled: the last writes' echoes are in, nothing is being called.
-    let mut before = reconciles(&w);
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        if reconciles(&w) == before {
-            break;
-        }
-        before = reconciles(&w);
-    }
+    let before = reconcile_calls_when_quiet(&w, Duration::from_secs(2)).await;
 
     signal(&w.operator, Signal::SIGTERM);
     assert!(w.operator.wait().await.unwrap().success());
@@ -849,7 +844,7 @@ async fn an_operator_restart_over_converged_tables_writes_no_status() {
         "every table reconciled by the new operator",
         Duration::from_secs(60),
         || async {
-            let after = reconciles(&w) - before;
+            let after = reconcile_calls(&w) - before;
             (after >= N)
                 .then_some(())
                 .ok_or(format!("{after}/{N} Reconcile calls since the restart"))
@@ -860,14 +855,7 @@ async fn an_operator_restart_over_converged_tables_writes_no_status() {
     // table that waited for the extension watches' first lists is woken
     // both by its retry and by the lists, and is called twice; that costs
     // a call, and writes nothing either.)
-    let mut settled = reconciles(&w);
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        if reconciles(&w) == settled {
-            break;
-        }
-        settled = reconciles(&w);
-    }
+    reconcile_calls_when_quiet(&w, Duration::from_secs(2)).await;
     let status_writes: Vec<String> = proxy.writes()[writes_before..]
         .iter()
         .filter(|w| w.ends_with("/status"))

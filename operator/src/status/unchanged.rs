@@ -82,13 +82,17 @@ fn owned_status_keys(obj: &DynamicObject, manager: &str) -> Option<Vec<String>> 
 /// Two condition lists with the same conditions, by type, each equal in
 /// every field.
 fn same_conditions(want: Option<&Value>, have: Option<&Value>) -> bool {
-    let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
-    let (want, have) = (list(want), list(have));
+    let (want, have) = (as_list(want), as_list(have));
     want.len() == have.len()
         && want.iter().all(|w| {
             let kind = w.get("type");
             have.iter().find(|h| h.get("type") == kind) == Some(w)
         })
+}
+
+/// A JSON array's items; none for anything else.
+fn as_list(value: Option<&Value>) -> &[Value] {
+    value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 #[cfg(test)]
