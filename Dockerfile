@@ -28,6 +28,9 @@ COPY testenv testenv
 COPY deploy deploy
 # A workspace member (the benchmarks): cargo reads every member's manifest.
 COPY bench bench
+# A workspace member too (the fuzz targets' functions); fuzz/'s own
+# cargo-fuzz workspace is not needed.
+COPY fuzz/lib fuzz/lib
 # All of examples/: it holds several workspace members (the example's model,
 # plugins and demo), and .dockerignore keeps its build outputs out.
 COPY examples examples

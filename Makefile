@@ -340,7 +340,10 @@ bench-servers: tools ## build the Go, TypeScript and Python bench servers
 # Finalize responses (fuzz/README.md). They build with nightly, without a
 # sanitizer (the code under test is safe Rust; ASan made runs 4-5x slower),
 # in target/fuzz/build; corpora grow in target/fuzz/corpus, crashes land in
-# fuzz/artifacts/<target>/. Not part of `make test`.
+# fuzz/artifacts/<target>/. The timed fuzzing is not part of `make test` nor
+# of CI: `make test` replays every committed seed and regression input
+# through the same functions on stable (fuzz/lib/tests/replay.rs); fuzz for
+# long apart from CI, with `make fuzz-long`.
 CARGO_FUZZ_VERSION := 0.13.2
 FUZZ_TOOLCHAIN ?= nightly
 FUZZ_SECONDS ?= 60
@@ -426,6 +429,18 @@ buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the 
 	  echo "buf-breaking: comparing proto/ with $$tag"; \
 	  cd proto && ../$(BUF) breaking --against "../.git#tag=$$tag,subdir=proto"; \
 	fi
+
+# --- CI ---------------------------------------------------------------------
+
+# What CI costs (docs/development.md, "CI budget"): `.ci/run` on a fresh
+# clone of HEAD, as CI runs it, with its closing table of minutes per section.
+.PHONY: ci-cold
+ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
+	dev/ci-cold.sh
+
+.PHONY: ci-warm
+ci-warm: ## run .ci/run on a fresh clone of HEAD, caches kept
+	dev/ci-cold.sh --warm
 
 # --- housekeeping ------------------------------------------------------------
 

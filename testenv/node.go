@@ -468,12 +468,22 @@ func (n *node) cleanUp() {
 		} else if count > 0 {
 			n.say("removed %d pod sandbox(es)", count)
 		}
+		// Normally none: whatever the CRI could not remove is killed and
+		// deleted through containerd itself, which shuts its shim down
+		// cleanly (a shim removes its own socket when it is told to go).
+		if deleted, err := n.deleteTasks(); err != nil {
+			errs = append(errs, err)
+		} else if deleted > 0 {
+			errs = append(errs, fmt.Errorf("deleted %d containerd task(s) that the CRI left", deleted))
+		}
 		containerd.stop(componentStopTimeout)
 	}
 	// Shims outlive containerd by design (containers survive its
-	// restarts); the node's must not outlive the node.
-	if killed := killShims(n.socket); killed > 0 {
-		errs = append(errs, fmt.Errorf("killed %d containerd shim(s) left running", killed))
+	// restarts); the node's must not outlive the node. A shim killed here
+	// cannot remove its socket in containerd's fixed /run/containerd/s, so
+	// that is removed too.
+	if killed, sockets := killShims(n.socket); killed > 0 {
+		errs = append(errs, fmt.Errorf("killed %d containerd shim(s) left running, removed their sockets %v", killed, sockets))
 	}
 	// Normally none: the sandboxes' removal stopped every container. If
 	// that failed, their processes (in the kubelet's cgroups) and network
@@ -522,11 +532,34 @@ func (n *node) cleanUp() {
 	n.say("node stopped and cleaned up in %.1fs", time.Since(start).Seconds())
 }
 
-// killShims kills the containerd shims serving this node's containerd: those
-// whose command line names its socket.
-func killShims(socket string) int {
+// deleteTasks kills and deletes every task left in the node's containerd
+// (namespace k8s.io), so that their shims exit. It says how many there were.
+func (n *node) deleteTasks() (int, error) {
+	out, err := exec.Command("ctr", "--address", n.socket, "--namespace", "k8s.io", "tasks", "list", "--quiet").Output()
+	if err != nil {
+		return 0, fmt.Errorf("listing containerd's tasks: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	var errs []error
+	for _, id := range ids {
+		// A task that has exited already refuses the signal; the delete
+		// is what counts.
+		_ = n.ctr("tasks", "kill", "--all", "--signal", "SIGKILL", id)
+		if err := n.ctr("tasks", "delete", "--force", id); err != nil {
+			errs = append(errs, fmt.Errorf("deleting containerd task %s: %w", id, err))
+		}
+	}
+	return len(ids), errors.Join(errs...)
+}
+
+// killShims kills the containerd shims serving this node's containerd (those
+// whose command line names its socket), waits for them to go and removes
+// the sockets they listened on in /run/containerd/s. It returns how many it
+// killed and the sockets it removed.
+func killShims(socket string) (int, []string) {
+	var pids []int
+	var sockets []string
 	entries, _ := os.ReadDir("/proc")
-	killed := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -538,12 +571,55 @@ func killShims(socket string) int {
 		}
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && strings.Contains(string(cmdline), socket) {
+			// Read before the kill: a dead process has no file descriptors.
+			sockets = append(sockets, listeningSockets(pid, shimSocketDir)...)
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed++
+				pids = append(pids, pid)
 			}
 		}
 	}
-	return killed
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		alive := false
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				alive = true
+			}
+		}
+		if !alive {
+			break
+		}
+	}
+	for _, path := range sockets {
+		_ = os.Remove(path)
+	}
+	return len(pids), sockets
+}
+
+// shimSocketDir is where containerd's runc shims listen, whatever the
+// containerd's own state directory: containerd 1.6 fixes it.
+const shimSocketDir = "/run/containerd/s/"
+
+// listeningSockets lists the paths of the Unix sockets below dir that
+// process pid holds open, from its file descriptors and /proc/net/unix.
+func listeningSockets(pid int, dir string) []string {
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	// Num RefCount Protocol Flags Type St Inode Path
+	table, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	var paths []string
+	for _, line := range strings.Split(string(table), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 8 && inodes[fields[6]] && strings.HasPrefix(fields[7], dir) {
+			paths = append(paths, fields[7])
+		}
+	}
+	return paths
 }
 
 // killPodProcesses kills the processes in a kubepods cgroup (a pod's) and

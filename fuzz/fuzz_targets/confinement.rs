@@ -7,17 +7,20 @@
 //! socket dir is spelled, where the path starts, its components.
 #![no_main]
 
-use arbitrary::{Arbitrary, Unstructured};
-use kplug_fuzz::confinement::{PathInput, check, tree};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let tree = tree();
-    let Ok(input) = PathInput::arbitrary_take_rest(Unstructured::new(data)) else {
-        return;
-    };
-    let socket_dir = input.socket_dir(tree);
-    let registered = input.registered(tree);
-    kplug_fuzz::debug(&(&socket_dir, &registered));
-    check(tree, &socket_dir, &registered);
-});
+// The body is a function of the kplug-fuzz library (fuzz/lib), so that
+// `cargo test -p kplug-fuzz` replays the committed inputs on stable.
+fuzz_target!(
+    init: {
+        // libFuzzer leaves by exit(): the socket tree goes with the process.
+        unsafe extern "C" {
+            fn atexit(callback: extern "C" fn()) -> std::os::raw::c_int;
+        }
+        // SAFETY: registers a plain function, once.
+        unsafe {
+            atexit(kplug_fuzz::confinement::remove_tree);
+        }
+    },
+    |data: &[u8]| kplug_fuzz::targets::confinement(data)
+);

@@ -8,27 +8,8 @@
 //! `HeartbeatRequest`, decoded as the registry's gRPC server would.
 #![no_main]
 
-use arbitrary::{Arbitrary, Unstructured};
-use kplug_fuzz::{HeartbeatInput, check_heartbeat};
-use kplug_proto::v1::HeartbeatRequest;
 use libfuzzer_sys::fuzz_target;
-use prost::Message;
 
-fuzz_target!(|data: &[u8]| {
-    let Some((mode, rest)) = data.split_first() else {
-        return;
-    };
-    let req = if mode & 1 == 0 {
-        match HeartbeatInput::arbitrary_take_rest(Unstructured::new(rest)) {
-            Ok(input) => input.build(),
-            Err(_) => return,
-        }
-    } else {
-        match HeartbeatRequest::decode(rest) {
-            Ok(req) => req,
-            Err(_) => return,
-        }
-    };
-    kplug_fuzz::debug(&req);
-    check_heartbeat(&req);
-});
+// The body is a function of the kplug-fuzz library (fuzz/lib), so that
+// `cargo test -p kplug-fuzz` replays the committed inputs on stable.
+fuzz_target!(|data: &[u8]| kplug_fuzz::targets::heartbeat(data));

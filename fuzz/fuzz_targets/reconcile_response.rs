@@ -15,36 +15,8 @@
 //!   against every fixture object sent.
 #![no_main]
 
-use arbitrary::{Arbitrary, Unstructured};
-use kplug_fuzz::{FIXTURE, ResponseInput, check_reconcile};
-use kplug_proto::v1::ReconcileResponse;
 use libfuzzer_sys::fuzz_target;
-use prost::Message;
 
-fuzz_target!(|data: &[u8]| {
-    let fixture = &*FIXTURE;
-    let Some((mode, rest)) = data.split_first() else {
-        return;
-    };
-    if mode & 1 == 1 {
-        if let Ok(resp) = ReconcileResponse::decode(rest) {
-            kplug_fuzz::debug(&resp);
-            check_reconcile(&resp, &fixture.base, &fixture.objects);
-        }
-        return;
-    }
-    let Some((len, rest)) = rest.split_first() else {
-        return;
-    };
-    let (header, json) = rest.split_at(usize::from(*len).min(rest.len()));
-    let Ok(input) = ResponseInput::arbitrary_take_rest(Unstructured::new(header)) else {
-        return;
-    };
-    let mut parts = json.split(|b| *b == 0);
-    let status = parts.next().unwrap_or_default();
-    let extension_statuses: Vec<&[u8]> = parts.collect();
-    let sent = fixture.sent(input.unsent);
-    let resp = input.reconcile(fixture, sent, status, &extension_statuses);
-    kplug_fuzz::debug(&(sent.len(), &resp));
-    check_reconcile(&resp, &fixture.base, sent);
-});
+// The body is a function of the kplug-fuzz library (fuzz/lib), so that
+// `cargo test -p kplug-fuzz` replays the committed inputs on stable.
+fuzz_target!(|data: &[u8]| kplug_fuzz::targets::reconcile_response(data));

@@ -15,6 +15,7 @@ use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
 pub mod confinement;
+pub mod targets;
 
 /// Whether `KPLUG_FUZZ_DEBUG` is set: the targets then print what they
 /// built from each input (run a target's binary on one file to see it).
@@ -39,7 +40,7 @@ const MAX_REPEAT: usize = 2100;
 pub enum Text {
     /// `known[i % known.len()]` of the caller's dictionary.
     Known(u8),
-    /// `ch` repeated `len` times (at most [`MAX_REPEAT`]), after `prefix`.
+    /// `ch` repeated `len` times (at most `MAX_REPEAT`), after `prefix`.
     Repeat {
         /// Comes first.
         prefix: String,

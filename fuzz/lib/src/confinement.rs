@@ -43,11 +43,11 @@ pub struct Tree {
 
 static TREE: OnceLock<Tree> = OnceLock::new();
 
-unsafe extern "C" {
-    fn atexit(callback: extern "C" fn()) -> std::os::raw::c_int;
-}
-
-extern "C" fn remove_tree() {
+/// Removes the tree, if it was built. libFuzzer leaves by `exit`, so the
+/// `confinement` fuzz target registers this with `atexit`; the replay test
+/// calls it when done. (A process that never gets here, a crash, leaves its
+/// tree to the next one's `sweep_stale`.)
+pub extern "C" fn remove_tree() {
     if let Some(tree) = TREE.get() {
         let _ = std::fs::remove_dir_all(&tree.root);
     }
@@ -123,10 +123,6 @@ pub fn tree() -> &'static Tree {
         ];
         for (target, link) in links {
             symlink(target, p(link)).expect("create a symlink");
-        }
-        // SAFETY: registers a plain function, once.
-        unsafe {
-            atexit(remove_tree);
         }
         Tree {
             sockets: p("sockets"),
