@@ -87,16 +87,41 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-test: testenv build databases python images test-rust test-python test-go-sdk test-typescript-sdk conformance test-bench test-postgresql-plugin test-deploy test-docs lint ## run every test (real kube-apiserver, real databases) and every lint
+# `make test` builds the images (`make images`) in the background, with the
+# Docker engine at the lowest CPU priority, while the tests that need no image
+# run: most of them wait on API servers and plugins, and the image builds
+# take the CPU they leave. The tests that need the images (the real node,
+# docker compose, the images themselves) run last, alone
+# (docs/development.md). Left to right, as make runs prerequisites.
+test: testenv node-binaries images-background build databases python test-rust-shared test-python test-go-sdk test-typescript-sdk conformance test-bench test-postgresql-plugin test-deploy test-docs lint images-wait test-rust-alone test-rust-doc ## run every test (real kube-apiserver, real databases, real images) and every lint
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
 # without them).
 DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 
+# The test binaries are built as `cargo test --workspace --all-targets`
+# builds them, then run two at a time by dev/test-binaries.py (most of them
+# wait on their own API server; those that need the whole machine, such as
+# the real node and docker compose, run alone after the rest):
+# docs/development.md. TEST_JOBS=1 runs them one after another.
+TEST_JOBS ?= 2
+
+TEST_BINARIES = $(DB_ENV); CARGO=$(CARGO) python3 dev/test-binaries.py --jobs $(TEST_JOBS)
+
 .PHONY: test-rust
-test-rust: testenv node-binaries build sdk-hellos databases python deploy-tools images ## cargo test --workspace: every target, then the doc tests
-	$(DB_ENV); $(CARGO) test --workspace --all-targets --no-fail-fast
+test-rust: images test-rust-shared test-rust-alone test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones alone), then the doc tests
+
+.PHONY: test-rust-shared
+test-rust-shared: testenv build sdk-hellos databases python deploy-tools ## the test binaries that share the machine, two at a time
+	$(TEST_BINARIES) --group shared
+
+.PHONY: test-rust-alone
+test-rust-alone: testenv node-binaries build databases deploy-tools ## the test binaries that need the whole machine (the real node, docker compose, the Docker engine, chaos), one at a time; they need `make images` first
+	$(TEST_BINARIES) --group alone
+
+.PHONY: test-rust-doc
+test-rust-doc: ## the doc tests of the workspace
 	$(CARGO) test --workspace --doc
 
 # The Python SDK has its own Makefile (virtualenv, lint, type-check, tests).
@@ -148,8 +173,7 @@ PY_SDK := sidecar-sdk/python/.venv/bin/python
 TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
-conformance: sdk-hellos ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
-	$(CARGO) build -p kplug-conformance -p kplug-sidecar --bins --examples
+conformance: build sdk-hellos ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
 	$(MAKE) -C sidecar-sdk/python install
 	@mkdir -p $(CONFORMANCE_DIR)/bin
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
@@ -218,6 +242,38 @@ DOCKER ?= docker
 IMAGE_REGISTRY ?= ghcr.io/kplug
 IMAGE_TAG ?= 0.1.0
 comma := ,
+
+# `make images` in the background, its output in $(IMAGES_LOG), and the wait
+# for it; `make test` runs the tests that need no image in between. The
+# engine runs at the lowest CPU priority meanwhile (KPLUG_DOCKERD_NICE, read
+# by engine.sh when it starts dockerd), so the tests keep the CPU they ask
+# for. images-wait prints the log and fails as `make images` did.
+IMAGES_LOG := $(TARGET_DIR)/docker/images-background.log
+IMAGES_STATUS := $(TARGET_DIR)/docker/images-background.status
+
+.PHONY: images-background
+images-background: ## start `make images` in the background (images-wait waits for it)
+	@mkdir -p $(TARGET_DIR)/docker
+	@rm -f $(IMAGES_STATUS) $(IMAGES_STATUS).pid
+	@echo "[images] building in the background at low CPU priority; log: $(IMAGES_LOG)"
+	@( start=$$(date +%s); status=0; \
+	   KPLUG_DOCKERD_NICE=$${KPLUG_DOCKERD_NICE:-19} $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
+	   echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid
+
+.PHONY: images-wait
+images-wait: ## wait for images-background, print its log; fails as it did
+	@start=$$(date +%s); \
+	[ -e $(IMAGES_LOG) ] || { echo "[images] no background build was started: make images-background"; exit 1; }; \
+	while [ ! -s $(IMAGES_STATUS) ]; do \
+	  kill -0 $$(cat $(IMAGES_STATUS).pid) 2>/dev/null || sleep 1; \
+	  [ -s $(IMAGES_STATUS) ] || kill -0 $$(cat $(IMAGES_STATUS).pid) 2>/dev/null \
+	    || { echo "[images] the background build ended without a status; its log:"; cat $(IMAGES_LOG); exit 1; }; \
+	  sleep 2; \
+	done; \
+	read -r status seconds <$(IMAGES_STATUS); \
+	echo "[images] the background build's log (it took $${seconds}s; waited $$(( $$(date +%s) - start ))s for it here):"; \
+	cat $(IMAGES_LOG); \
+	if [ "$$status" != 0 ]; then echo "[images] make images failed (exit $$status)"; exit 1; fi
 
 .PHONY: docker-engine
 docker-engine: ## start the Docker engine when none runs (deploy/images/engine.sh start; `engine.sh stop` ends it)
@@ -315,11 +371,10 @@ bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if benc
 # that size and nothing is asserted on time; the tables go to
 # $(TARGET_DIR)/bench/smoke/, not over a real run's.
 .PHONY: test-bench
-test-bench: bench-servers testenv ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
+test-bench: build bench-servers testenv ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
 	KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
 	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md \
-	  $(CARGO) test -p kplug-sidecar --bench polyglot -- --bench
-	$(CARGO) build -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
+	  $(CARGO) test --workspace --bench polyglot -- --bench
 	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 \
 	  --p1 $(TARGET_DIR)/bench/smoke/polyglot.md --out $(TARGET_DIR)/bench/smoke/report.md
 
