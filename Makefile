@@ -87,8 +87,8 @@ build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
 .PHONY: test
-# `make test` builds the images (`make images`) in the background, with the
-# Docker engine at the lowest CPU priority, while the tests that need no image
+# `make test` builds the images (`make images`) in the background, at the
+# lowest CPU priority, while the tests that need no image
 # run: most of them wait on API servers and plugins, and the image builds
 # take the CPU they leave. The tests that need the images (the real node,
 # docker compose, the images themselves) run last, alone
@@ -244,10 +244,11 @@ IMAGE_TAG ?= 0.1.0
 comma := ,
 
 # `make images` in the background, its output in $(IMAGES_LOG), and the wait
-# for it; `make test` runs the tests that need no image in between. The
-# engine runs at the lowest CPU priority meanwhile (KPLUG_DOCKERD_NICE, read
-# by engine.sh when it starts dockerd), so the tests keep the CPU they ask
-# for. images-wait prints the log and fails as `make images` did.
+# for it; `make test` runs the tests that need no image in between. It runs
+# at the lowest CPU priority (nice 19), and so does the Docker engine when it
+# starts it (a child inherits its niceness; an engine already running keeps
+# its own), so the tests keep the CPU they ask for. images-wait prints the
+# log and fails as `make images` did.
 IMAGES_LOG := $(TARGET_DIR)/docker/images-background.log
 IMAGES_STATUS := $(TARGET_DIR)/docker/images-background.status
 
@@ -257,7 +258,7 @@ images-background: ## start `make images` in the background (images-wait waits f
 	@rm -f $(IMAGES_STATUS) $(IMAGES_STATUS).pid
 	@echo "[images] building in the background at low CPU priority; log: $(IMAGES_LOG)"
 	@( start=$$(date +%s); status=0; \
-	   KPLUG_DOCKERD_NICE=$${KPLUG_DOCKERD_NICE:-19} $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
+	   nice -n 19 $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
 	   echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid
 
 .PHONY: images-wait

@@ -25,11 +25,12 @@ import (
 // pass would leave that pod's sandbox, and its shim, behind (seen on a busy
 // machine). So the pass is repeated, every container first stopped and
 // removed on its own, until no sandbox is left or the context ends; the
-// error is that of the last pass.
-func removePodSandboxes(ctx context.Context, socket string) (int, error) {
+// error is that of the last pass. retried is the first error of a pass that
+// a later one got past: what the clean-up met, for its log.
+func removePodSandboxes(ctx context.Context, socket string) (count int, retried error, err error) {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return 0, fmt.Errorf("connecting to containerd at %s: %w", socket, err)
+		return 0, nil, fmt.Errorf("connecting to containerd at %s: %w", socket, err)
 	}
 	defer conn.Close()
 	runtime := runtimeapi.NewRuntimeServiceClient(conn)
@@ -37,10 +38,10 @@ func removePodSandboxes(ctx context.Context, socket string) (int, error) {
 	for {
 		list, err := listSandboxes(ctx, runtime)
 		if err != nil {
-			return len(removed), err
+			return len(removed), retried, err
 		}
 		if len(list) == 0 {
-			return len(removed), nil
+			return len(removed), retried, nil
 		}
 		var errs []error
 		for _, sandbox := range list {
@@ -55,8 +56,11 @@ func removePodSandboxes(ctx context.Context, socket string) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return len(removed), errors.Join(errs...)
+			return len(removed), nil, errors.Join(errs...)
 		case <-time.After(250 * time.Millisecond):
+		}
+		if retried == nil {
+			retried = errors.Join(errs...)
 		}
 	}
 }

@@ -461,8 +461,11 @@ func (n *node) cleanUp() {
 	}
 	if containerd != nil && !containerd.exited() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		count, err := removePodSandboxes(ctx, n.socket)
+		count, retried, err := removePodSandboxes(ctx, n.socket)
 		cancel()
+		if retried != nil {
+			n.say("pod sandbox removal took more than one pass; the first one met: %v", retried)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		} else if count > 0 {
