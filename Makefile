@@ -436,7 +436,15 @@ BUF := node_modules/.bin/buf
 NPM_STAMP := node_modules/.kplug-npm-installed
 
 .PHONY: lint
-lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking ## rustfmt, clippy, rustdoc, go vet, buf lint and buf breaking
+lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking lint-scripts ## rustfmt, clippy, rustdoc, go vet, buf lint and buf breaking, ruff and mypy on dev/'s scripts
+
+# The repository's own Python scripts (dev/), with the Python SDK's tools.
+.PHONY: lint-scripts
+lint-scripts: ## ruff and mypy --strict on dev/'s Python scripts
+	$(MAKE) -C sidecar-sdk/python install
+	$(DOCS_PY)/ruff check --line-length 100 dev
+	$(DOCS_PY)/ruff format --check --line-length 100 dev
+	$(DOCS_PY)/mypy --strict dev/test-binaries.py
 
 .PHONY: fmt-check
 fmt-check: ## cargo fmt --check

@@ -178,14 +178,27 @@ def main() -> int:
         description="Build the workspace's test binaries and run several at once.",
         epilog="Arguments after -- go to every test binary (e.g. --nocapture).",
     )
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("KPLUG_TEST_JOBS", "2")),
-                        help="binaries at once (default 2, or KPLUG_TEST_JOBS)")
-    parser.add_argument("--group", choices=["all", "shared", "alone"], default="all",
-                        help="run only the binaries that share the machine, or only those that run alone "
-                        "(default: all, the shared ones first)")
-    parser.add_argument("--list", action="store_true", help="build, list the binaries and their group, run none")
-    parser.add_argument("--cargo-args", default="--workspace --all-targets",
-                        help="what to build (default: --workspace --all-targets)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("KPLUG_TEST_JOBS", "2")),
+        help="binaries at once (default 2, or KPLUG_TEST_JOBS)",
+    )
+    parser.add_argument(
+        "--group",
+        choices=["all", "shared", "alone"],
+        default="all",
+        help="run only the binaries that share the machine, or only those that run alone "
+        "(default: all, the shared ones first)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="build, list the binaries and their group, run none"
+    )
+    parser.add_argument(
+        "--cargo-args",
+        default="--workspace --all-targets",
+        help="what to build (default: --workspace --all-targets)",
+    )
     parser.add_argument("test_args", nargs="*", help="arguments for every test binary")
     args = parser.parse_args()
 
@@ -204,7 +217,10 @@ def main() -> int:
             print(f"{b.name:50} alone ({ALONE[b.name]})")
         return 0
 
-    print(f"[tests] {len(shared)} test binaries, {args.jobs} at once; then {len(alone)} alone", flush=True)
+    print(
+        f"[tests] {len(shared)} test binaries, {args.jobs} at once; then {len(alone)} alone",
+        flush=True,
+    )
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(lambda b: run(b, args.test_args), shared))
@@ -213,7 +229,9 @@ def main() -> int:
     wall = time.monotonic() - start
 
     failed = [b for b in binaries if b.result != "ok"]
-    print(f"\n[tests] {len(binaries)} binaries in {wall:.0f}s ({sum(b.seconds for b in binaries):.0f}s one after another):")
+    print(
+        f"\n[tests] {len(binaries)} binaries in {wall:.0f}s ({sum(b.seconds for b in binaries):.0f}s one after another):"
+    )
     for b in sorted(binaries, key=lambda b: -b.seconds):
         counts = "; ".join(s.removeprefix("test result: ") for s in b.summary)
         print(f"  {b.seconds:6.0f}s  {b.name:45} {b.result}  {counts}")
