@@ -9,9 +9,6 @@
 # apt-get install docker.io) but no dockerd running. `start` runs dockerd in
 # the background with its log in target/docker/dockerd.log and remembers its
 # pid, so `stop` ends only an engine it started. DOCKER names the docker CLI.
-# dockerd inherits this script's niceness, and its builds and containers
-# dockerd's: `make test` builds the images at 19, the lowest priority, while
-# tests run.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +32,7 @@ case ${1:-} in
     command -v dockerd >/dev/null \
       || { say "no Docker engine runs and dockerd is missing: apt-get install docker.io"; exit 1; }
     mkdir -p "$state"
-    say "starting dockerd (log: $state/dockerd.log, niceness $(nice))..."
+    say "starting dockerd (log: $state/dockerd.log)..."
     setsid dockerd >"$state/dockerd.log" 2>&1 </dev/null &
     echo $! >"$pidfile"
     for _ in $(seq 1 120); do
