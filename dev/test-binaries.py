@@ -97,7 +97,6 @@ def build(cargo: str, cargo_args: list[str]) -> list[Binary]:
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"[tests] {' '.join(cmd)} failed (exit {proc.returncode})")
-    versions: dict[str, str] = {}
     binaries = []
     for line in proc.stdout.splitlines():
         message = json.loads(line)
@@ -108,7 +107,6 @@ def build(cargo: str, cargo_args: list[str]) -> list[Binary]:
         package = message["package_id"]
         # "path+file:///dir#name@0.1.0" or "...#0.1.0" (name = dir's name)
         version = package.rsplit("@", 1)[-1].rsplit("#", 1)[-1]
-        versions[str(manifest)] = version
         if message.get("profile", {}).get("test") and message.get("executable"):
             binaries.append(
                 Binary(
