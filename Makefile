@@ -86,14 +86,39 @@ $(TARGET_DIR)/testenv/pause: testenv/pause/pause.c
 build: ## build every crate, binary and example of the workspace
 	$(CARGO) build --workspace --bins --examples
 
+# `make test` runs in three phases (docs/development.md, "How make test
+# runs"):
+# 1. test-prepare, one step at a time: everything the tests run or read is
+#    built or installed once (binaries, plugins, virtualenvs, stubs, the
+#    databases), and `make images` starts in the background. One at a time,
+#    because several of these write the same files (the Python SDK's stubs,
+#    the TypeScript build); after this phase every one of them is a no-op.
+# 2. test-checks, two at a time (make -j2, each target's output printed
+#    whole when it ends): the test binaries that share the machine beside the
+#    SDKs' checks, conformance, the benchmarks' smoke run, the docs and the
+#    lints. Most of them wait on API servers and plugins, not on the CPU.
+# 3. test-last, one at a time: the test binaries that need the whole machine
+#    and the images (the real node, docker compose), then the doc tests.
+# With -k (as CI runs it), every phase runs even after one failed.
+TEST_PREPARE := testenv images-background node-binaries build databases python python-sdk go-stubs sdk-hellos bench-servers conformance-plugins deploy-tools tools
+TEST_CHECKS := test-rust-shared test-docs test-bench conformance lint test-typescript-sdk test-go-sdk test-python test-postgresql-plugin test-deploy
+TEST_LAST := images-wait test-rust-alone test-rust-doc
+TEST_PARALLEL ?= 2
+KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
+
 .PHONY: test
-# `make test` builds the images (`make images`) in the background while the
-# tests that need no image run: most of them wait on API servers and
-# plugins, and the image builds take the CPU they leave. The tests that need
-# the images (the real node, docker compose, the images themselves) run
-# last, alone (docs/development.md). Left to right, as make runs
-# prerequisites.
-test: testenv node-binaries images-background build databases python test-rust-shared test-python test-go-sdk test-typescript-sdk conformance test-bench test-postgresql-plugin test-deploy test-docs lint images-wait test-rust-alone test-rust-doc ## run every test (real kube-apiserver, real databases, real images) and every lint
+test: ## run every test (real kube-apiserver, real databases, real images) and every lint
+	@status=0; \
+	for phase in "-j1 test-prepare" "-j$(TEST_PARALLEL) --output-sync=target test-checks" "-j1 test-last"; do \
+	  echo "[test] make $$phase ($$(date -u +%H:%M:%S))"; \
+	  $(MAKE) $$phase || { status=$$?; [ -n "$(KEEP_GOING)" ] || exit $$status; }; \
+	done; \
+	exit $$status
+
+.PHONY: test-prepare test-checks test-last
+test-prepare: $(TEST_PREPARE)
+test-checks: $(TEST_CHECKS)
+test-last: $(TEST_LAST)
 
 # Every cargo test runs with the databases' DSNs in its environment: the
 # example's tests use the real MariaDB and PostgreSQL (they fail, never skip,
@@ -113,7 +138,7 @@ TEST_BINARIES = $(DB_ENV); CARGO=$(CARGO) python3 dev/test-binaries.py --jobs $(
 test-rust: images test-rust-shared test-rust-alone test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones alone), then the doc tests
 
 .PHONY: test-rust-shared
-test-rust-shared: testenv build sdk-hellos databases python deploy-tools ## the test binaries that share the machine, two at a time
+test-rust-shared: testenv build sdk-hellos databases python python-sdk deploy-tools ## the test binaries that share the machine, two at a time
 	$(TEST_BINARIES) --group shared
 
 .PHONY: test-rust-alone
@@ -135,27 +160,42 @@ unit: ## the fast tier: unit tests and in-process socket tests, no control plane
 	$(CARGO) test -p kplug-sidecar --tests
 
 .PHONY: test-python
-test-python: ## Python SDK checks and tests (make -C sidecar-sdk/python check)
+test-python: python-sdk ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 	$(MAKE) -C sidecar-sdk/python check
+
+# The Python SDK's virtualenv (sidecar-sdk/python/.venv: the SDK with its
+# generated stubs, pytest, ruff, mypy), which the Python hello and
+# conformance plugins run from and whose ruff and mypy check docs/tests and
+# dev/. A prerequisite, not a line of each recipe, so that one `make` builds
+# it once and never twice at the same time.
+.PHONY: python-sdk
+python-sdk: ## the Python SDK's virtualenv (make -C sidecar-sdk/python install)
+	$(MAKE) -C sidecar-sdk/python install
+
+# The Go SDK's generated stubs (sidecar-sdk/go/kplugv1), for the same reason.
+.PHONY: go-stubs
+go-stubs: tools ## the Go SDK's gRPC stubs (make -C sidecar-sdk/go generate)
+	$(MAKE) -C sidecar-sdk/go generate
 
 # The Go and TypeScript SDKs have their own Makefiles (stubs generated with
 # the pinned buf, lint, unit tests, the shared conformance cases).
 .PHONY: test-go-sdk
-test-go-sdk: tools ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
+test-go-sdk: go-stubs ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
 	$(MAKE) -C sidecar-sdk/go check
 
 # The Go and TypeScript SDKs' hello plugins, as the processes that
 # operator/tests/go_typescript_plugins.rs runs next to the real operator:
 # $(TARGET_DIR)/sdk-hellos/hello-go, and
 # sidecar-sdk/typescript/build/examples/hello.js (run with node; it imports
-# the SDK compiled next to it). Always rebuilt: go build and tsc are quick
-# when nothing changed, and a stale plugin would test old code.
+# the SDK compiled next to it). Always checked: go build writes nothing when
+# the binary is up to date, and the TypeScript Makefile compiles only what
+# changed (so that running this again while tests run those plugins rewrites
+# nothing under them).
 .PHONY: sdk-hellos
-sdk-hellos: tools ## build the Go and TypeScript hello plugins that the operator's end-to-end tests run
-	$(MAKE) -C sidecar-sdk/go generate
+sdk-hellos: go-stubs ## build the Go and TypeScript hello plugins that the operator's end-to-end tests run
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/sdk-hellos/hello-go ./examples/hello
 	$(MAKE) -C sidecar-sdk/typescript build
-	cd sidecar-sdk/typescript && $(NPM) run --silent build:test
+	$(MAKE) -C sidecar-sdk/typescript build-test
 
 .PHONY: test-typescript-sdk
 test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)
@@ -173,10 +213,7 @@ PY_SDK := sidecar-sdk/python/.venv/bin/python
 TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
-conformance: build sdk-hellos ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
-	$(MAKE) -C sidecar-sdk/python install
-	@mkdir -p $(CONFORMANCE_DIR)/bin
-	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
+conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
 	@run() { name=$$1; shift; \
 	  echo "[conformance] $$name"; \
 	  sockets=$$(mktemp -d); \
@@ -193,12 +230,18 @@ conformance: build sdk-hellos ## run kplug-conformance against the Rust, Python,
 	if [ -n "$$failed" ]; then echo "[conformance] failed:$$failed"; exit 1; fi; \
 	echo "[conformance] every SDK passed; JUnit reports in $(CONFORMANCE_DIR)/"
 
+# The Go SDK's conformance plugin (the TypeScript one is built with the SDK,
+# the Python one runs from source).
+.PHONY: conformance-plugins
+conformance-plugins: go-stubs
+	@mkdir -p $(CONFORMANCE_DIR)/bin
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
+
 # docs/your-own-kind.md, every command word for word, once per SDK's hello
 # plugin (docs/tests/); its Python is checked with the Python SDK's tools.
 DOCS_PY := sidecar-sdk/python/.venv/bin
 .PHONY: test-docs
-test-docs: testenv node-binaries build tools ## run docs/your-own-kind.md word for word with each SDK's hello plugin
-	$(MAKE) -C sidecar-sdk/python install
+test-docs: testenv node-binaries build sdk-hellos python-sdk ## run docs/your-own-kind.md word for word with each SDK's hello plugin
 	$(DOCS_PY)/ruff check docs/tests
 	$(DOCS_PY)/ruff format --check docs/tests
 	$(DOCS_PY)/mypy --strict docs/tests
@@ -258,7 +301,7 @@ IMAGES_STATUS := $(TARGET_DIR)/docker/images-background.status
 images-background: ## start `make images` in the background (images-wait waits for it)
 	@mkdir -p $(TARGET_DIR)/docker
 	@rm -f $(IMAGES_STATUS) $(IMAGES_STATUS).pid
-	@echo "[images] building in the background at low CPU priority; log: $(IMAGES_LOG)"
+	@echo "[images] building in the background; log: $(IMAGES_LOG)"
 	@( start=$$(date +%s); status=0; \
 	   $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
 	   echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid
@@ -372,12 +415,16 @@ bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if benc
 # should, and every part of the end-to-end run completes (its objects
 # converge, its processes start and stop). Their numbers mean nothing at
 # that size and nothing is asserted on time; the tables go to
-# $(TARGET_DIR)/bench/smoke/, not over a real run's.
+# $(TARGET_DIR)/bench/smoke/, not over a real run's. The polyglot bench is
+# the binary that test-rust-shared's build made (dev/test-binaries.py
+# --only): `cargo test --bench polyglot` alone would build another feature set
+# of the shared dependencies, and the next full test build would rebuild the
+# workspace again.
 .PHONY: test-bench
-test-bench: build bench-servers testenv ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
+test-bench: build bench-servers testenv databases ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
 	KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
 	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md \
-	  $(CARGO) test --workspace --bench polyglot -- --bench
+	  $(TEST_BINARIES) --only kplug-sidecar/polyglot -- --bench
 	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 \
 	  --p1 $(TARGET_DIR)/bench/smoke/polyglot.md --out $(TARGET_DIR)/bench/smoke/report.md
 
@@ -385,11 +432,9 @@ test-bench: build bench-servers testenv ## the benchmarks once at tiny sizes: ev
 # compiled to sidecar-sdk/typescript/build/bench, the Python SDK's virtualenv
 # (sidecar-sdk/python/.venv); the Rust ones are the bench binary itself.
 .PHONY: bench-servers
-bench-servers: tools ## build the Go, TypeScript and Python bench servers
-	$(MAKE) -C sidecar-sdk/go generate
+bench-servers: go-stubs python-sdk ## build the Go, TypeScript and Python bench servers
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/bench/go/ ./internal/bench/sdkecho ./internal/bench/bareecho
 	$(MAKE) -C sidecar-sdk/typescript bench
-	$(MAKE) -C sidecar-sdk/python install
 
 # --- fuzzing -------------------------------------------------------------------
 
@@ -442,8 +487,7 @@ lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking lint-scripts ## rust
 
 # The repository's own Python scripts (dev/), with the Python SDK's tools.
 .PHONY: lint-scripts
-lint-scripts: ## ruff and mypy --strict on dev/'s Python scripts
-	$(MAKE) -C sidecar-sdk/python install
+lint-scripts: python-sdk ## ruff and mypy --strict on dev/'s Python scripts
 	$(DOCS_PY)/ruff check --line-length 100 dev
 	$(DOCS_PY)/ruff format --check --line-length 100 dev
 	$(DOCS_PY)/mypy --strict dev/test-binaries.py

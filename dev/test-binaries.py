@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs the workspace's test binaries, several at once.
 
-    dev/test-binaries.py [--jobs N] [--group all|shared|alone] [--list] [-- TEST ARGS...]
+    dev/test-binaries.py [--jobs N] [--group all|shared|alone] [--only PKG/TARGET]... [--list]
+                         [-- TEST ARGS...]
 
 `cargo test` runs one test binary after another. Most of kplug's binaries
 spend their time waiting: on their own kube-apiserver (each binary starts one,
@@ -190,6 +191,13 @@ def main() -> int:
         "(default: all, the shared ones first)",
     )
     parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PACKAGE/TARGET",
+        help="run only this binary (repeatable), e.g. kplug-sidecar/polyglot; the build is the "
+        "same, so it rebuilds nothing that a run of every binary built",
+    )
+    parser.add_argument(
         "--list", action="store_true", help="build, list the binaries and their group, run none"
     )
     parser.add_argument(
@@ -204,6 +212,11 @@ def main() -> int:
     unknown = set(ALONE) - {b.name for b in binaries}
     if unknown:
         sys.exit(f"[tests] ALONE names binaries that were not built: {sorted(unknown)}")
+    if args.only:
+        missing = set(args.only) - {b.name for b in binaries}
+        if missing:
+            sys.exit(f"[tests] --only names binaries that were not built: {sorted(missing)}")
+        binaries = [b for b in binaries if b.name in args.only]
     binaries.sort(key=lambda b: -EXPECTED_SECONDS.get(b.name, 0))
     shared = [b for b in binaries if b.name not in ALONE and args.group != "alone"]
     alone = [b for b in binaries if b.name in ALONE and args.group != "shared"]

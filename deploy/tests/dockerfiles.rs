@@ -319,6 +319,45 @@ fn check_copies(path: &str, file: &Dockerfile) -> Vec<String> {
     problems
 }
 
+/// What git ignores (build outputs, virtualenvs, generated stubs) is kept
+/// out of the build context too. One such file in a copied directory makes
+/// its COPY layer new whenever a build rewrites it (`make test` builds the
+/// SDKs beside the background `make images`), and with it the release
+/// build of the whole workspace. Checked against what the tree holds now:
+/// in `make test` the SDKs' builds have run.
+#[test]
+fn what_git_ignores_is_not_in_the_build_context() {
+    let output = Command::new("git")
+        .args([
+            "ls-files",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ])
+        .current_dir(repo_root())
+        .output()
+        .expect("git ls-files (git is needed to list what it ignores)");
+    assert!(
+        output.status.success(),
+        "git ls-files: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let ignore = dockerignore();
+    let leaked: Vec<&str> = std::str::from_utf8(&output.stdout)
+        .unwrap()
+        .lines()
+        .map(|path| path.trim_end_matches('/'))
+        .filter(|path| !ignore.excludes(path))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "git ignores these, but .dockerignore lets them into every image's build context; add \
+         them to .dockerignore:\n  {}",
+        leaked.join("\n  ")
+    );
+}
+
 #[test]
 fn everything_copied_exists_in_the_build_context() {
     let mut failures = Vec::new();
