@@ -84,6 +84,11 @@ if [ "$mode" = cold ]; then
 fi
 
 dir=${KPLUG_CI_DIR:-$(mktemp -d -t kplug-ci-$mode.XXXXXX)}
+# mktemp makes it 0700; the databases run as their own users
+# (examples/database-table/dev/databases.sh), and their data lives in the
+# clone's target/: every directory on the way must be searchable, as a CI
+# checkout's is.
+chmod 755 "$dir"
 say "cloning $(git -C "$repo" rev-parse --short HEAD) into $dir/kplug"
 git clone --quiet "$repo" "$dir/kplug"
 say "running .ci/run ($mode); the whole log: $dir/ci.log"
