@@ -13,6 +13,14 @@
 //! (`kplug-operator`); those a plugin returns as `kplug-operator/<plugin>`,
 //! so that a reader sees which plugin spoke.
 //!
+//! Repeats are aggregated as client-go's event broadcaster does: an Event
+//! is written on its first and second occurrence (the second makes it a
+//! series), and then counted here and written again only once per
+//! [`SERIES_HEARTBEAT`] while it keeps happening ([`Series`]). A retry loop
+//! that fails the same way every few seconds costs two writes, not one per
+//! try. The count on the API server is then what was written; the
+//! operator's metrics and logs count every occurrence.
+//!
 //! Registry events (plugin registered, replaced, gone, refused) are about no
 //! resource in particular; they are recorded on the operator's own Pod when
 //! it is known (the binary reads `POD_NAME` and `POD_NAMESPACE`, which the
@@ -21,12 +29,59 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 /// Longest note the Events API accepts.
 const MAX_NOTE: usize = 1024;
+
+/// How often an Event that keeps happening is written again (client-go's
+/// event series heartbeat).
+pub(crate) const SERIES_HEARTBEAT: Duration = Duration::from_secs(30 * 60);
+
+/// One kind of Event about one object, as kube's recorder folds them into
+/// a series: who reports it, about what, its type, reason and action.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    controller: String,
+    regarding: (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
+    type_: &'static str,
+    reason: String,
+    action: String,
+}
+
+/// How often each kind of Event happened, and when it was last written.
+#[derive(Debug, Default)]
+pub(crate) struct Series {
+    seen: Mutex<HashMap<SeriesKey, (u64, Instant)>>,
+}
+
+impl Series {
+    /// Counts one occurrence; whether it is to be written: the first and
+    /// second, then one per [`SERIES_HEARTBEAT`].
+    fn occurs(&self, key: SeriesKey, now: Instant) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        // Kinds not seen for a heartbeat start over; dropped when the map
+        // grows, so that it holds what recent reconciles said.
+        if seen.len() >= 1024 && seen.len().is_power_of_two() {
+            seen.retain(|_, (_, last)| now.duration_since(*last) < SERIES_HEARTBEAT);
+        }
+        let (count, last_written) = seen.entry(key).or_insert((0, now));
+        *count += 1;
+        if *count <= 2 || now.duration_since(*last_written) >= SERIES_HEARTBEAT {
+            *last_written = now;
+            return true;
+        }
+        false
+    }
+}
 
 /// Publishes Events; failures to publish are logged, never fatal.
 #[derive(Clone)]
@@ -38,6 +93,7 @@ pub(crate) struct Events {
     // One recorder per plugin, reporting as `<controller>/<plugin>`, so that
     // `kubectl describe` says which plugin an Event came from.
     plugins: Arc<Mutex<HashMap<String, Recorder>>>,
+    series: Arc<Series>,
 }
 
 impl std::fmt::Debug for Events {
@@ -63,6 +119,7 @@ impl Events {
             reporter,
             operator_pod,
             plugins: Arc::default(),
+            series: Arc::default(),
         }
     }
 
@@ -78,6 +135,10 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
+        let controller = format!("{}/{plugin}", self.reporter.controller);
+        if !self.occurs(&controller, regarding, type_, reason, action) {
+            return;
+        }
         let recorder = self
             .plugins
             .lock()
@@ -87,7 +148,7 @@ impl Events {
                 Recorder::new(
                     self.client.clone(),
                     Reporter {
-                        controller: format!("{}/{plugin}", self.reporter.controller),
+                        controller,
                         instance: self.reporter.instance.clone(),
                     },
                 )
@@ -105,6 +166,9 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
+        if !self.occurs(&self.reporter.controller, regarding, type_, reason, action) {
+            return;
+        }
         publish_with(
             &self.recorder,
             regarding,
@@ -114,6 +178,41 @@ impl Events {
             note.into(),
         )
         .await;
+    }
+
+    /// Counts one occurrence of an Event; whether to write it ([`Series`]).
+    fn occurs(
+        &self,
+        controller: &str,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+    ) -> bool {
+        let key = SeriesKey {
+            controller: controller.to_owned(),
+            regarding: (
+                regarding.namespace.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+                regarding.kind.clone(),
+            ),
+            type_: match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            },
+            reason: reason.to_owned(),
+            action: action.to_owned(),
+        };
+        let written = self.series.occurs(key, Instant::now());
+        if !written {
+            tracing::debug!(
+                reason,
+                object = regarding.name.as_deref().unwrap_or_default(),
+                "a repeated Event, counted and not written"
+            );
+        }
+        written
     }
 
     /// Records an event about the operator itself (its Pod), if known.
@@ -170,6 +269,40 @@ fn truncate(mut note: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn key(reason: &str) -> SeriesKey {
+        SeriesKey {
+            controller: "kplug-operator".into(),
+            regarding: (Some("ns".into()), Some("t".into()), Some("u1".into()), None),
+            type_: "Warning",
+            reason: reason.into(),
+            action: "Reconcile".into(),
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_written_twice_then_once_per_heartbeat() {
+        let series = Series::default();
+        let start = Instant::now();
+        let written: Vec<bool> = (0..5)
+            .map(|i| series.occurs(key("ReconcileFailed"), start + Duration::from_secs(i)))
+            .collect();
+        assert_eq!(written, [true, true, false, false, false]);
+        assert!(series.occurs(
+            key("ReconcileFailed"),
+            start + SERIES_HEARTBEAT + Duration::from_secs(5)
+        ));
+        assert!(!series.occurs(
+            key("ReconcileFailed"),
+            start + SERIES_HEARTBEAT + Duration::from_secs(6)
+        ));
+        assert!(
+            series.occurs(key("Other"), start),
+            "another reason is another series"
+        );
+    }
+
     #[test]
     fn long_notes_are_cut_on_a_char_boundary() {
         let s = "é".repeat(1000);

@@ -99,6 +99,7 @@ pub use plugin::{CallError, CallPolicies, PluginInstance};
 pub use reconcile::{RESELECT, ReconcileError, SelectionMode, Settings};
 pub use registry::{Registry, RegistryConfig};
 pub use run::{Config, run};
+pub use selection::{IMPLEMENTATION_ANNOTATION, PLUGIN_ANNOTATION};
 
 /// Errors that stop the operator, or keep a [`Delegate`] or [`Registry`]
 /// from starting.

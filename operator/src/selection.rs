@@ -1,8 +1,10 @@
 //! Choosing the implementation (and so the plugin) for an object.
 //!
 //! # Expected flow (`--selection preferred`, the default)
-//! 1. The choice already recorded in `status.implementation` and
-//!    `status.plugin` is kept (sticky): a table created in MariaDB is never
+//! 1. The choice already recorded (the annotations
+//!    [`IMPLEMENTATION_ANNOTATION`] and [`PLUGIN_ANNOTATION`], or
+//!    `status.implementation` and `status.plugin` on objects recorded before
+//!    them) is kept (sticky): a table created in MariaDB is never
 //!    silently re-created in PostgreSQL, and is never handed to another
 //!    plugin that later offers the same implementation name. If its plugin
 //!    is not ready, the object waits ([`Selection::RecordedUnavailable`]) and
@@ -34,18 +36,44 @@ pub(crate) struct Candidate {
     pub(crate) plugin: String,
 }
 
-/// The choice recorded in an object's status.
+/// The annotation that records the chosen implementation, durably, before
+/// the plugin is first called (with the finalizer, in one write).
+pub const IMPLEMENTATION_ANNOTATION: &str = "kplug.io/implementation";
+/// The annotation that records the plugin chosen with it.
+pub const PLUGIN_ANNOTATION: &str = "kplug.io/plugin";
+
+/// The choice recorded on an object: in its annotations
+/// ([`IMPLEMENTATION_ANNOTATION`], [`PLUGIN_ANNOTATION`]), or, for objects
+/// recorded before the annotations existed, in `status.implementation` and
+/// `status.plugin`. The status shows the choice either way.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Recorded {
-    /// `status.implementation`.
+    /// The implementation.
     pub implementation: String,
-    /// `status.plugin`: the plugin chosen with it.
+    /// The plugin chosen with it.
     pub plugin: Option<String>,
 }
 
 impl Recorded {
-    /// What `obj`'s status records, if anything.
+    /// What `obj` records, if anything: its annotations first, else its
+    /// status.
     pub(crate) fn of(obj: &kube::api::DynamicObject) -> Option<Self> {
+        Self::annotated(obj).or_else(|| Self::in_status(obj))
+    }
+
+    /// What `obj`'s annotations record.
+    pub(crate) fn annotated(obj: &kube::api::DynamicObject) -> Option<Self> {
+        let annotations = obj.metadata.annotations.as_ref()?;
+        let text = |key: &str| annotations.get(key).filter(|s| !s.is_empty()).cloned();
+        Some(Self {
+            implementation: text(IMPLEMENTATION_ANNOTATION)?,
+            plugin: text(PLUGIN_ANNOTATION),
+        })
+    }
+
+    /// What `obj`'s status records (how choices were recorded before the
+    /// annotations, and what the status shows).
+    pub(crate) fn in_status(obj: &kube::api::DynamicObject) -> Option<Self> {
         let status = obj.data.get("status")?;
         let text = |key: &str| {
             status

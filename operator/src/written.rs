@@ -102,6 +102,19 @@ impl Written {
             .remove(&obj.uid().unwrap_or_default());
     }
 
+    /// Whether the cached `obj` is behind a status this process wrote: its
+    /// status is one of the writes not yet echoed, but not the last one
+    /// (a later write was sent after it). A reconcile from it would act on
+    /// what the operator has already replaced.
+    pub(crate) fn behind(&self, obj: &DynamicObject) -> bool {
+        let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = objects.get(&obj.uid().unwrap_or_default()) else {
+            return false;
+        };
+        let seen = fingerprint(obj.data.get("status"));
+        entry.written.back() != Some(&seen) && entry.written.contains(&seen)
+    }
+
     /// Whether this version of `obj` needs a reconcile: its generation is
     /// new, or the operator's part of its status is none of the writes the
     /// operator has made and not yet seen echoed (someone else wrote it).
@@ -216,6 +229,25 @@ mod tests {
         written.record(&obj(1, json!({})), &ours());
         assert!(!written.wakes(&obj(1, ours())));
         assert!(written.wakes(&obj(1, pending())));
+    }
+
+    #[test]
+    fn a_cached_status_of_an_earlier_write_is_behind() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        assert!(!written.behind(&obj(1, json!({}))), "nothing written");
+        written.record(&obj(1, json!({})), &pending());
+        assert!(!written.behind(&obj(1, pending())), "the last write");
+        written.record(&obj(1, json!({})), &ours());
+        assert!(
+            written.behind(&obj(1, pending())),
+            "replaced by a later write"
+        );
+        assert!(!written.behind(&obj(1, ours())));
+        assert!(
+            !written.behind(&obj(1, json!({"implementation": "X"}))),
+            "someone else's status is not ours to call behind"
+        );
     }
 
     #[test]

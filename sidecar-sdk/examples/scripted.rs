@@ -17,6 +17,8 @@
 //!
 //! Per object, the annotation `kplug.test/behavior` picks what Reconcile
 //! does: `ok` (default), `fail`, `retry`, `hang`, `sleep-<seconds>`.
+//! `kplug.test/extra-status: KEY` adds `KEY-<name>: "scripted"` to the
+//! status it answers (and leaving the annotation out leaves the field out).
 //! `kplug.test/finalize-retries: N` makes the first N Finalize calls for the
 //! object answer RETRY (1 s). `kplug.test/hook-<name>` picks what hook
 //! `<name>` does: `ok` (default; it writes `{"<name>": {"phase": ...}}` as
@@ -87,19 +89,28 @@ impl Plugin for Scripted {
                 }
             }
         }
+        let mut status = json!({
+            "observedSpec": request.object().spec(),
+            "pluginVersion": self.version,
+        });
+        if let Some(key) = annotation(&request, "kplug.test/extra-status") {
+            status[format!("{key}-{}", self.name)] = json!("scripted");
+        }
         let mut response = Response::ok()
             .message(format!("reconciled by {} {}", self.name, self.version))
-            .status(json!({
-                "observedSpec": request.object().spec(),
-                "pluginVersion": self.version,
-            }))
+            .status(status)
             .condition(
                 "TableReady",
                 Some(true),
                 "Scripted",
                 "the scripted plugin says so",
-            )
-            .event(
+            );
+        // An Event is news: only for a spec it has not reported yet, as a
+        // well-behaved plugin says only what changed (a resync or an
+        // operator's restart calls it again over what it already reported).
+        let reported = request.object().raw().pointer("/status/observedSpec");
+        if reported != request.object().raw().get("spec") {
+            response = response.event(
                 "Reconciled",
                 format!(
                     "{} {} reconciled {}",
@@ -108,6 +119,7 @@ impl Plugin for Scripted {
                     request.name()
                 ),
             );
+        }
         for extension in request.extensions() {
             response = response.extension_status(
                 extension,

@@ -21,6 +21,7 @@
 //! refusals and failures are logged at info.
 
 mod asked;
+mod choice;
 mod config;
 mod patch;
 mod register;

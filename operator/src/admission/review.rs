@@ -192,6 +192,13 @@ impl Reviewer {
                 vec![],
             );
         };
+        if let (Webhook::Validating, Role::Base) = (webhook, &role)
+            && let Some(message) =
+                super::choice::refusal(req, object, &self.settings.field_manager, &subject.label)
+        {
+            self.metrics.count(webhook.label(), "", "denied");
+            return respond::refused(response, 403, "Forbidden", &message, vec![]);
+        }
         if let (Operation::Update, Some(old)) = (operation, &req.old_object)
             && (object.metadata.deletion_timestamp.is_some() || !judged_changed(object, old))
         {

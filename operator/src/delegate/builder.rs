@@ -145,6 +145,7 @@ where
             shares: Shares::new(self.max_reconciles_per_plugin.into(), wake.clone()),
             written: Arc::default(),
             last_calls: Arc::default(),
+            recent: Arc::default(),
             hook_queue,
         };
         Ok(Delegate {

@@ -1,16 +1,24 @@
-//! Reconciling an object that is not being deleted: plan, record the
-//! choice, resolve the extensions, call the plugins, write the outcome.
+//! Reconciling an object that is not being deleted, top to bottom:
+//! [`plan`] (decide from the cache, no writes), [`record`]
+//! (at most one write before any plugin call: the finalizer and a new
+//! choice), [`call`] (the plugins, concurrently under `--selection all`;
+//! nothing written), [`write`](mod@write) (at most one status write, then the
+//! Events).
 
 use kplug_proto::v1::HookPhase;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
+use super::call::Called;
 use super::plan::{self, Calls, Known, Plan};
+use super::recent::Behind;
 use super::wait::wait_for_plugin;
-use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
+use super::write::PluginFields;
+use super::{Backend, Core, Outcome, ReconcileError, call, hooks, record, write};
 use crate::extensions::{Resolution, references};
-use crate::selection::Recorded;
+use crate::selection::{Candidate, Recorded};
+use crate::share::Place;
 use crate::status::{Condition, OperatorConditions, types};
 
 /// Reconciles `obj` (see the [module docs](super) for the flow).
@@ -23,6 +31,30 @@ pub(super) async fn apply<B: Backend>(
         Plan::Wait(wait) => return wait_for_plugin(obj, core, wait).await,
         Plan::Call(calls) => calls,
     };
+    let Some(_places) = take_places(obj, core, &calls) else {
+        return Ok(Outcome::Busy);
+    };
+    let written = record::record(obj, core, &calls).await?;
+    let (resolution, resolved) = resolve(obj, core).await;
+    if !resolved.is_true() {
+        return waiting_for_extensions(obj, core, &calls, &resolution, resolved).await;
+    }
+    if let Some(outcome) = behind(obj, core, calls.choice.as_ref(), written) {
+        return Ok(outcome);
+    }
+    let called = call_each(obj, core, &calls.targets, &resolution.found).await;
+    write::after_calls(obj, core, &calls, resolved, called).await
+}
+
+/// Records whether the object waits on for more plugins, and holds a place
+/// in each plugin's share for the calls before anything is written. `None`
+/// when a share is full: the object is woken when a place comes back,
+/// instead of waiting here in a worker (crate::share).
+fn take_places<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    calls: &Calls,
+) -> Option<Vec<Place>> {
     let object = core.object_ref(obj);
     match &calls.waits_for {
         Some(need) => core.waiting.wait(object.clone(), need.clone()),
@@ -30,132 +62,79 @@ pub(super) async fn apply<B: Backend>(
             core.waiting.done(&object);
         }
     }
-    // Hold a place in each plugin's share for the calls before anything is
-    // written; if one is taken, the object is woken when a place comes
-    // back, instead of waiting here in a worker (crate::share).
-    let mut places = Vec::with_capacity(calls.targets.len());
-    for candidate in &calls.targets {
-        match core.shares.try_take(&candidate.plugin, &object) {
-            Some(place) => places.push(place),
-            None => return Ok(Outcome::Busy),
-        }
+    calls
+        .targets
+        .iter()
+        .map(|candidate| core.shares.try_take(&candidate.plugin, &object))
+        .collect()
+}
+
+/// The extensions are not all there: say so (unless it is the routine wait
+/// for a watch's first list on an object served at this generation), and
+/// wait for their watches to wake the object.
+async fn waiting_for_extensions<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    calls: &Calls,
+    resolution: &Resolution,
+    resolved: Condition,
+) -> Result<Outcome, ReconcileError> {
+    // Waiting for a watch's first list is routine and short: an object
+    // served at this generation keeps its status meanwhile (after an
+    // operator's start every object would otherwise flip to waiting and
+    // back). A new or changed object says what it waits for.
+    let routine = resolution.problems.is_empty() && served_at_this_generation(obj);
+    if !routine {
+        let conditions = OperatorConditions {
+            plugin_available: calls.available.clone(),
+            reconciled: Outcome::WaitingForExtensions.condition(),
+            extensions_resolved: resolved.clone(),
+        };
+        let plugin = (PluginFields::Kept, &[][..]);
+        write::operator_status(obj, core, calls.choice.as_ref(), &conditions, plugin).await?;
     }
-    if let Some((reason, notice)) = &calls.notice {
+    // A missing or malformed extension is something a person has to fix.
+    if resolution.waiting.is_empty() {
+        let (reason, note) = (&resolved.reason, resolved.message.clone());
         write::event(
             core,
             obj,
             EventType::Warning,
             reason,
-            "Select",
-            notice.clone(),
+            "ResolveExtensions",
+            note,
         )
         .await;
     }
-    // The object as the API server returned it from this reconcile's
-    // last write, if it made one: as fresh as a read (see `behind`).
-    let recorded = record_choice(obj, core, &calls).await?;
-    let finalizer = write::ensure_finalizer(obj, core);
-    let (finalizer, ()) = match (&calls.newly_chosen, &recorded) {
-        // The Event of a choice recorded goes out with the finalizer.
-        (Some(note), Some(_)) => {
-            let selected = write::event(
-                core,
-                obj,
-                EventType::Normal,
-                "ImplementationSelected",
-                "Select",
-                note.clone(),
-            );
-            futures::join!(finalizer, selected)
-        }
-        _ => (finalizer.await, ()),
-    };
-    let written = finalizer?.or(recorded);
+    // The extension watch wakes the object when the extension appears or
+    // its first list is in; the backoff is a safety net (e.g. for a kind
+    // whose CRD is missing, or a watch the API server refuses).
+    Ok(Outcome::WaitingForExtensions)
+}
 
-    let (resolution, resolved) = resolve(obj, core).await;
-    if !resolved.is_true() {
-        // Waiting for a watch's first list is routine and short: an object
-        // served at this generation keeps its status meanwhile (after an
-        // operator's start every object would otherwise flip to waiting
-        // and back). A new or changed object says what it waits for.
-        let routine = resolution.problems.is_empty() && served_at_this_generation(obj);
-        if !routine {
-            let conditions = OperatorConditions {
-                plugin_available: calls.available,
-                reconciled: Outcome::WaitingForExtensions.condition(),
-                extensions_resolved: resolved.clone(),
-            };
-            write::operator_status(obj, core, calls.choice.as_ref(), &conditions, &[]).await?;
-        }
-        // Waiting for a watch's first list is routine and short; a missing
-        // or malformed extension is something a person has to fix.
-        if resolution.waiting.is_empty() {
-            let message = resolved.message.clone();
-            write::event(
-                core,
-                obj,
-                EventType::Warning,
-                &resolved.reason,
-                "ResolveExtensions",
-                message,
-            )
-            .await;
-        }
-        // The extension watch wakes the object when the extension appears
-        // or its first list is in; the backoff is a safety net (e.g. for a
-        // kind whose CRD is missing, or a watch the API server refuses).
-        return Ok(Outcome::WaitingForExtensions);
-    }
-
-    if let Some(outcome) = behind(obj, core, calls.choice.as_ref(), written).await? {
-        return Ok(outcome);
-    }
-    let mut outcomes = Vec::with_capacity(calls.targets.len());
-    let mut plugin_conditions = Vec::new();
-    for candidate in &calls.targets {
-        let found = &resolution.found;
+/// Calls each target (concurrently, under `--selection all`: each holds a
+/// place in its own plugin's share), with its hooks before and after.
+/// Nothing is written to the object here but by hooks that patch it.
+async fn call_each<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    targets: &[Candidate],
+    found: &[DynamicObject],
+) -> Vec<(Candidate, Called)> {
+    let calls = targets.iter().map(|candidate| async move {
         let before = HookPhase::BeforeReconcile;
-        let outcome = match hooks::run(obj, core, before, candidate, found, None).await {
-            Some(stopped) => stopped,
-            None => {
-                let called = call::reconcile(obj, core, candidate, found).await;
-                if let Some((type_, reason, action, note)) = called.outcome.event() {
-                    write::event(core, obj, type_, reason, action, note).await;
-                }
-                plugin_conditions.extend(called.conditions);
-                let after = Some(hooks::After(&called.outcome));
-                let phase = HookPhase::AfterReconcile;
-                match hooks::run(obj, core, phase, candidate, found, after).await {
-                    Some(stopped) => stopped,
-                    None => called.outcome,
-                }
-            }
-        };
-        if let Outcome::HookStopped { .. } = outcome
-            && let Some((type_, reason, action, note)) = outcome.event()
-        {
-            write::event(core, obj, type_, reason, action, note).await;
+        if let Some(stopped) = hooks::run(obj, core, before, candidate, found, None).await {
+            return (candidate.clone(), Called::from(stopped));
         }
-        outcomes.push(outcome);
-    }
-    let outcome = match <[Outcome; 1]>::try_from(outcomes) {
-        Ok([one]) => one,
-        Err(all) => Outcome::All(all),
-    };
-    let conditions = OperatorConditions {
-        plugin_available: calls.available,
-        extensions_resolved: resolved,
-        reconciled: outcome.condition(),
-    };
-    write::operator_status(
-        obj,
-        core,
-        calls.choice.as_ref(),
-        &conditions,
-        &plugin_conditions,
-    )
-    .await?;
-    Ok(outcome)
+        let mut called = call::reconcile(obj, core, candidate, found).await;
+        let after = Some(hooks::After(&called.outcome));
+        let phase = HookPhase::AfterReconcile;
+        if let Some(stopped) = hooks::run(obj, core, phase, candidate, found, after).await {
+            called.outcome = stopped;
+        }
+        (candidate.clone(), called)
+    });
+    futures::future::join_all(calls).await
 }
 
 /// Whether `obj`'s status is from a reconcile of its current generation
@@ -166,36 +145,6 @@ fn served_at_this_generation(obj: &DynamicObject) -> bool {
         .pointer("/status/observedGeneration")
         .and_then(serde_json::Value::as_i64);
     Recorded::of(obj).is_some() && observed.is_some() && observed == obj.metadata.generation
-}
-
-/// Records a new choice before the plugin is called, so that a crash or a
-/// lost write cannot leave an object served by a plugin it does not name.
-/// Returns the object as written, if there was a choice to record (its
-/// `ImplementationSelected` Event is then the caller's to publish).
-async fn record_choice<B: Backend>(
-    obj: &DynamicObject,
-    core: &Core<B>,
-    calls: &Calls,
-) -> Result<Option<DynamicObject>, ReconcileError> {
-    let (Some(_), Some(choice)) = (&calls.newly_chosen, &calls.choice) else {
-        return Ok(None);
-    };
-    let plugin = choice.plugin.as_deref().unwrap_or_default();
-    let conditions = OperatorConditions {
-        plugin_available: calls.available.clone(),
-        extensions_resolved: Condition::unknown(
-            types::EXTENSIONS_RESOLVED,
-            "Pending",
-            "not resolved yet",
-        ),
-        reconciled: Condition::unknown(
-            types::RECONCILED,
-            "Pending",
-            format!("calling plugin {plugin}"),
-        ),
-    };
-    let written = write::operator_status(obj, core, Some(choice), &conditions, &[]).await?;
-    Ok(Some(written))
 }
 
 /// The extensions `obj` references, and the `ExtensionsResolved` condition.
@@ -221,38 +170,40 @@ pub(super) async fn resolve<B: Backend>(
     }
 }
 
-/// Whether the cache is behind the API server, read past it just before
-/// the plugin is called: `written`, the object as this reconcile's last
-/// write returned it, or else a read. A write's answer is the API server's
-/// object at that moment, as a read would be, and saves the read: each new
-/// object records its choice and its finalizer before its first call, so
-/// converging many new objects made one GET each for nothing
-/// (`kplug-bench` P2).
+/// Whether the cache is behind the API server, checked just before the
+/// plugin is called, without a read: `written`, the object as this
+/// reconcile's record returned it, when it made one (a write's answer is
+/// the API server's object at that moment, as a read would be); else what
+/// this process remembers of its own writes ([`super::recent`],
+/// [`crate::written`]).
 ///
 /// The cache can lag behind a deletion: under load, a queued wake-up
 /// reconciled an object whose Finalize had already run, and the plugin
-/// created its table again (the chaos suite's "lost" delete). If the object
-/// is still there and not being deleted, a Finalize can only come after
-/// this reconcile (reconciles of one object never overlap). The cache can
-/// also lag behind a choice that changed: after a reselect, a stale copy
-/// still names the old implementation, and its plugin would create the
-/// table again.
-async fn behind<B: Backend>(
+/// created its table again (the chaos suite's "lost" delete). It can also
+/// lag behind a choice that changed: after a move, a stale copy still names
+/// the old implementation, and its plugin would create the table again.
+/// And behind a status the operator has replaced since. Reading every
+/// object before its call guarded against these at one GET per reconcile
+/// (10,000 for an operator's start over 10,000 objects, `kplug-bench` P4).
+fn behind<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     choice: Option<&Recorded>,
     written: Option<DynamicObject>,
-) -> Result<Option<Outcome>, ReconcileError> {
-    let live = match written {
-        Some(written) => Some(written),
-        None => write::read_live(obj, core, "reading the object before calling its plugin").await?,
-    };
-    Ok(match live {
-        Some(live) if choice.is_some() && Recorded::of(&live).as_ref() != choice => {
+) -> Option<Outcome> {
+    if let Some(live) = written {
+        return if live.metadata.deletion_timestamp.is_some() || live.uid() != obj.uid() {
+            Some(Outcome::Vanished)
+        } else if choice.is_some() && Recorded::of(&live).as_ref() != choice {
             Some(Outcome::Stale)
-        }
-        Some(live) if live.metadata.deletion_timestamp.is_none() && live.uid() == obj.uid() => None,
-        // Gone, being deleted, or replaced: its own event reconciles it.
-        _ => Some(Outcome::Vanished),
-    })
+        } else {
+            None
+        };
+    }
+    match core.recent.behind(obj) {
+        Some(Behind::Finalized) => Some(Outcome::Vanished),
+        Some(Behind::Choice) => Some(Outcome::Stale),
+        None if core.written.behind(obj) => Some(Outcome::Stale),
+        None => None,
+    }
 }

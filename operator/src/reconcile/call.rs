@@ -1,6 +1,7 @@
 //! Calling one plugin for one object: the request (the base and the
-//! extensions its offer declared), the call, the checks of the answer, and
-//! the plugin's part of the status. Every way it can end is an [`Outcome`].
+//! extensions its offer declared), the call and the checks of the answer.
+//! Every way it can end is an [`Outcome`]; a valid answer comes back with
+//! it, for the write step to apply. Nothing here writes to the API server.
 
 use std::future::Future;
 use std::time::{Instant, SystemTime};
@@ -11,23 +12,26 @@ use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 
 use super::outcome::{Call, DEFAULT_RETRY};
-use super::{Backend, Core, LastCall, Outcome, write};
+use super::{Backend, Core, LastCall, Outcome};
 use crate::metrics::CallOutcome;
 use crate::plugin::{CallError, PluginInstance, same_kind};
 use crate::selection::Candidate;
-use crate::status::{self, Checked, Condition};
+use crate::status::{self, Checked};
 
-/// One call's outcome, and the conditions the plugin reported with it.
+/// One call's outcome, and the plugin's answer when it gave a valid one.
 pub(super) struct Called {
+    /// What the call amounts to.
     pub(super) outcome: Outcome,
-    pub(super) conditions: Vec<Condition>,
+    /// The checked answer: the plugin's status, the extensions' statuses,
+    /// its conditions and Events, for the write step.
+    pub(super) answer: Option<Checked>,
 }
 
 impl From<Outcome> for Called {
     fn from(outcome: Outcome) -> Self {
         Self {
             outcome,
-            conditions: Vec::new(),
+            answer: None,
         }
     }
 }
@@ -92,8 +96,7 @@ pub(super) fn extensions_for(
         .collect()
 }
 
-/// Calls `Reconcile` on `candidate` and writes the plugin's part of the
-/// status when its answer is valid.
+/// Calls `Reconcile` on `candidate`, and checks its answer.
 pub(super) async fn reconcile<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
@@ -128,37 +131,24 @@ pub(super) async fn reconcile<B: Backend>(
     let checked = exchange(core, obj, &instance, call, sent_call, |response| {
         status::check_reconcile(response, obj, &sent.extensions)
     });
-    let checked = match checked.await {
-        Ok(checked) => checked,
-        Err(outcome) => return outcome.into(),
-    };
-    // The API server has the last word on the plugin's part (its schema,
-    // etcd's size limit). If it refuses, the operator's own conditions still
-    // go out, at this generation, saying why.
-    if let Err(error) = write::plugin_status(obj, core, plugin, &checked).await {
-        return Outcome::StatusRefused {
-            plugin: label,
-            what: error.what(),
-            message: error.api_message(),
-        }
-        .into();
-    }
-    write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
-    let outcome = answered(call, label, &checked);
-    Called {
-        outcome,
-        conditions: checked.conditions,
+    match checked.await {
+        Ok(checked) => Called {
+            outcome: answered(call, label, &checked),
+            answer: Some(checked),
+        },
+        Err(outcome) => outcome.into(),
     }
 }
 
-/// Calls `Finalize` on `instance` for `candidate`'s implementation.
+/// Calls `Finalize` on `instance` for `candidate`'s implementation, and
+/// checks its answer.
 pub(super) async fn finalize<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     instance: &PluginInstance,
     candidate: &Candidate,
     found: &[DynamicObject],
-) -> Outcome {
+) -> Called {
     let call = Call::Finalize;
     let sent = Sent::new(
         obj,
@@ -176,13 +166,13 @@ pub(super) async fn finalize<B: Backend>(
     let checked = exchange(core, obj, instance, call, sent_call, |response| {
         status::check_finalize(response, obj, &sent.extensions)
     });
-    let checked = match checked.await {
-        Ok(checked) => checked,
-        Err(outcome) => return outcome,
-    };
-    let label = instance.label();
-    write::plugin_events(core, &instance.name, &checked.events, call.name()).await;
-    answered(call, label, &checked)
+    match checked.await {
+        Ok(checked) => Called {
+            outcome: answered(call, instance.label(), &checked),
+            answer: Some(checked),
+        },
+        Err(outcome) => outcome.into(),
+    }
 }
 
 /// Sends one call and checks its answer. The call is timed and recorded as

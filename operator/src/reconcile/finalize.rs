@@ -11,6 +11,7 @@ use super::apply::resolve;
 use super::outcome::Call;
 use super::plan::{self, FinalizePlan, Known};
 use super::wait::wait_for_plugin;
+use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
 use crate::selection::{Candidate, Recorded};
 use crate::status::{Condition, OperatorConditions, types};
@@ -34,6 +35,7 @@ pub(super) async fn finalize<B: Backend>(
         return Ok(outcome);
     }
     write::remove_finalizer(obj, core).await?;
+    core.recent.finalized(obj);
     forget(obj, core);
     let note = "clean-up done; the object can go";
     write::event(core, obj, EventType::Normal, "Finalized", "Finalize", note).await;
@@ -76,7 +78,13 @@ pub(super) async fn finalize_on<B: Backend>(
             Some(stopped) => stopped,
             None => {
                 let outcome = if instance.has(Capability::Finalize) {
-                    call::finalize(obj, core, &instance, candidate, found).await
+                    let called = call::finalize(obj, core, &instance, candidate, found).await;
+                    if let Some(answer) = &called.answer {
+                        let events = &answer.events;
+                        let call = Call::Finalize.name();
+                        write::plugin_events(core, &instance.name, events, call).await;
+                    }
+                    called.outcome
                 } else {
                     Outcome::Done {
                         call: Call::Finalize,
@@ -113,7 +121,8 @@ pub(super) async fn finalize_on<B: Backend>(
             ),
             reconciled: outcome.condition(),
         };
-        write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
+        let plugin = (PluginFields::Kept, &[][..]);
+        write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, plugin).await?;
         return Ok(Some(outcome));
     }
     Ok(None)

@@ -1,21 +1,44 @@
-//! The reconcile of one object, as plan → resolve → call → outcome → write.
+//! The reconcile of one object: plan → record → call → write.
 //!
 //! # Expected flow for one object
-//! 1. [`plan`]: from the object and the ready candidates, decide (purely)
-//!    whether to wait for a plugin, or which implementations to call, and
-//!    whether the choice is new and must be recorded first.
+//! 1. [`plan`]: from the cached object and the ready candidates, decide
+//!    (purely, no request) whether to wait for a plugin, or which
+//!    implementations to call, whether the choice is new and must be
+//!    recorded, and which Events are news.
 //! 2. Waiting for a plugin ([`wait`]): `PluginAvailable=False` with the
 //!    reason, a Warning Event; the registry wakes the object up when a
 //!    plugin that meets its need is ready (`crate::waiting`).
-//! 3. [`apply`]: record the choice in `status.implementation` **before**
-//!    the plugin is called, add the finalizer, resolve the extensions (a
-//!    missing one is `ExtensionsResolved=False` naming it, and the plugin is
-//!    not called until it exists), then [`call`] each target.
-//! 4. Each call ends in an [`Outcome`] ([`outcome`]), the one place that
-//!    says what it means: the `Reconciled` condition, the Warning Event, the
+//! 3. [`record`]: at most one write before any plugin call, sent only when
+//!    something is missing: the finalizer and a new choice, in one JSON
+//!    patch of the metadata (the choice in the annotations
+//!    `kplug.io/implementation` and `kplug.io/plugin`).
+//! 4. The extensions are resolved from their watches (a missing one is
+//!    `ExtensionsResolved=False` naming it, and the plugin is not called
+//!    until it exists), and the cache is checked against this process's
+//!    own writes, without a read ([`recent`]).
+//! 5. [`call`]: each target (concurrently under `--selection all`, each in
+//!    its own plugin's share), with its hooks. Nothing is written; each
+//!    call ends in an [`Outcome`] ([`outcome`]), the one place that says
+//!    what it means: the `Reconciled` condition, the Warning Event, the
 //!    metric label and when to look again.
-//! 5. [`write`](mod@write): every write to the API server (statuses, finalizer,
-//!    annotations) and every Event.
+//! 6. [`write`](mod@write): at most one status apply (the plugin's fields,
+//!    the operator's conditions, `status.implementation` and
+//!    `observedGeneration`, under the operator's field manager; skipped
+//!    when it would change nothing), then the Events.
+//!
+//! A new object costs three requests: the record, the status, and the
+//! plugin's Event when it has one; four with an extension whose status
+//! the plugin writes (`docs/performance.md`). An unchanged object costs
+//! none.
+//!
+//! # Guarantees
+//! - The choice is durable before the first call (the record), and sticky
+//!   from then on.
+//! - A status field the plugin stops reporting is removed: under
+//!   `--selection preferred` the operator applies exactly what the plugin
+//!   answered; under `--selection all` each plugin's fields are applied
+//!   under its own field manager, and one plugin's answer never removes
+//!   another's.
 //!
 //! An object annotated `kplug.io/reselect` is moved ([`reselect`]); a
 //! deleted one is finalized ([`finalize`]).
@@ -27,6 +50,8 @@ mod hooks;
 mod last_call;
 mod outcome;
 mod plan;
+mod recent;
+mod record;
 mod reselect;
 mod settings;
 mod wait;
@@ -40,6 +65,7 @@ pub(crate) use hooks::{
 };
 pub(crate) use last_call::{LastCall, LastCalls};
 pub(crate) use outcome::Outcome;
+pub(crate) use recent::Recent;
 pub use reselect::RESELECT;
 pub(crate) use reselect::requested as reselect_requested;
 pub use settings::{SelectionMode, Settings};
@@ -246,6 +272,9 @@ pub(crate) struct Core<B> {
     pub(crate) written: Arc<Written>,
     /// The last plugin call of each object (`kubectl kplug why`).
     pub(crate) last_calls: Arc<LastCalls>,
+    /// What this reconcile's process finalized and chose, which the cache
+    /// may not show yet (instead of a read before each call).
+    pub(crate) recent: Arc<Recent>,
     /// Async hook calls waiting to run.
     pub(crate) hook_queue: HookQueue,
 }

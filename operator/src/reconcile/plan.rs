@@ -95,11 +95,16 @@ pub(crate) struct Wait {
 pub(crate) struct Calls {
     /// Whom to call, in order.
     pub(crate) targets: Vec<Candidate>,
-    /// The one choice to record (`--selection preferred`).
+    /// The one choice (`--selection preferred`): what the status shows.
     pub(crate) choice: Option<Recorded>,
-    /// Set when the choice is not recorded yet: the Normal Event's note
-    /// (the choice is recorded before the plugin is called).
-    pub(crate) newly_chosen: Option<String>,
+    /// The choice, when the object does not record it yet: the record step
+    /// writes it before the plugin is called.
+    pub(crate) record: Option<Recorded>,
+    /// The note of an `ImplementationSelected` Event, when the new choice
+    /// is news: not the object's preference. Choosing the preferred
+    /// implementation says nothing a person did not ask for, and the
+    /// status shows it.
+    pub(crate) selected: Option<String>,
     /// `PluginAvailable` while the calls go on.
     pub(crate) available: Condition,
     /// A Warning Event (reason, note) about the preference, when its reason
@@ -114,7 +119,7 @@ pub(crate) struct Calls {
 #[derive(Clone, Debug)]
 pub(crate) enum Plan {
     Wait(Wait),
-    Call(Calls),
+    Call(Box<Calls>),
 }
 
 /// The object's preferred implementation, unless empty.
@@ -225,26 +230,29 @@ pub(crate) fn apply(inputs: &Inputs<'_>) -> Plan {
             None,
         ),
     };
-    let (choice, newly_chosen, waits_for) = match chosen.as_slice() {
+    let (choice, record, selected, waits_for) = match chosen.as_slice() {
         [(candidate, Some(reason))] => {
             let choice = Recorded::from(candidate);
-            let newly_chosen = (Recorded::of(obj).as_ref() != Some(&choice))
-                .then(|| chose(candidate, *reason, preferred));
-            (Some(choice), newly_chosen, None)
+            let new = Recorded::of(obj).as_ref() != Some(&choice);
+            let record = new.then(|| choice.clone());
+            let selected =
+                (new && *reason != Reason::Preferred).then(|| chose(candidate, *reason, preferred));
+            (Some(choice), record, selected, None)
         }
         _ => {
             let served: BTreeSet<String> = chosen.iter().map(|(c, _)| c.plugin.clone()).collect();
-            (None, None, Some(Need::PluginBeyond(served)))
+            (None, None, None, Some(Need::PluginBeyond(served)))
         }
     };
-    Plan::Call(Calls {
+    Plan::Call(Box::new(Calls {
         targets: chosen.into_iter().map(|(c, _)| c).collect(),
         choice,
-        newly_chosen,
+        record,
+        selected,
         available,
         notice,
         waits_for,
-    })
+    }))
 }
 
 /// The note of the `ImplementationSelected` Event.

@@ -17,7 +17,8 @@
 //!    object waits for it, and says so.
 //! 3. Once Finalize is done: the old plugin's status fields are removed,
 //!    the operator's status forgets the choice, the annotation is removed
-//!    and a Normal Event says so.
+//!    with the recorded choice's annotations (one JSON patch) and a Normal
+//!    Event says so.
 //! 4. The next reconcile chooses again: the preference if a ready plugin
 //!    offers it, else the first in the stable order.
 //!
@@ -33,6 +34,7 @@ use kube::runtime::events::EventType;
 use super::finalize::finalize_on;
 use super::settings::SelectionMode;
 use super::wait::wait_for_plugin;
+use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, plan, write};
 use crate::selection::{self, Recorded, Selection};
 use crate::status::{Condition, OperatorConditions, types};
@@ -96,9 +98,13 @@ pub(super) async fn reselect<B: Backend>(
             ),
             reconciled: Condition::unknown(types::RECONCILED, "Pending", "choosing again"),
         };
-        write::operator_status(&live, core, None, &conditions, &[]).await?;
+        let plugin = (PluginFields::Dropped, &[][..]);
+        write::operator_status(&live, core, None, &conditions, plugin).await?;
     }
     write::remove_reselect(&live, core).await?;
+    if recorded.is_some() {
+        core.recent.chose(&live, None);
+    }
     let (severity, reason, message) = match (&recorded, all) {
         (_, true) => (
             EventType::Warning,

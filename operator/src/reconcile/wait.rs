@@ -4,6 +4,7 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::plan::Wait;
+use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, write};
 use crate::selection::Recorded;
 use crate::status::{Condition, OperatorConditions, types};
@@ -54,7 +55,8 @@ pub(super) async fn wait_for_plugin<B: Backend>(
         ),
         reconciled: Outcome::WaitingForPlugin.condition(),
     };
-    write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, &[]).await?;
+    let plugin = (PluginFields::Kept, &[][..]);
+    write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, plugin).await?;
     // Waiting out the start-up grace is routine and ends by itself; the
     // other waits need a plugin that someone has to start.
     if !matches!(need, Need::Preferred(_)) {

@@ -3,48 +3,214 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::{Backend, Core, RESELECT, ReconcileError};
-use crate::selection::Recorded;
+use super::call::Called;
+use super::plan::Calls;
+use super::settings::SelectionMode;
+use super::{Backend, Core, Outcome, RESELECT, ReconcileError};
+use crate::selection::Candidate;
+use crate::selection::{IMPLEMENTATION_ANNOTATION, PLUGIN_ANNOTATION, Recorded};
 use crate::status::{self, Checked, Condition, OperatorConditions, PluginEvent};
 
-/// Applies the operator's part of the status. `choice` must be what is
-/// recorded (or is to be): a field the operator's manager stops applying
-/// is removed by server-side apply. Returns the object as the API server
-/// has it after the write.
+/// The write step, after the calls: each plugin's status of the
+/// extensions it answered for (and of the base, under `--selection all`),
+/// then one status apply with the plugin's fields and the operator's
+/// conditions (skipped when it would change nothing), then the plugins'
+/// Events and the Warning of each outcome that has one.
+///
+/// The API server has the last word on the plugin's part (its schema,
+/// etcd's size limit): if it refuses it, the operator's own conditions
+/// still go out, at this generation, saying why (`StatusRefused`).
+pub(super) async fn after_calls<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    calls: &Calls,
+    extensions_resolved: Condition,
+    called: Vec<(Candidate, Called)>,
+) -> Result<Outcome, ReconcileError> {
+    let preferred = core.settings.selection == SelectionMode::Preferred;
+    let (targets, mut outcomes, mut answers) = plugin_parts(obj, core, called, !preferred).await;
+    let plugin_conditions = one_per_type(answers.iter().flatten().flat_map(|a| &a.conditions));
+    // Under `preferred` there is one target: its fields go with the
+    // operator's part.
+    let fields = match answers.as_slice() {
+        [Some(answer)] if preferred => Some(answer.status.clone().unwrap_or_default()),
+        _ => None,
+    };
+    let mut conditions = OperatorConditions {
+        plugin_available: calls.available.clone(),
+        extensions_resolved,
+        reconciled: Outcome::condition_of(&outcomes),
+    };
+    let choice = calls.choice.as_ref();
+    let plugin = match &fields {
+        Some(fields) => (PluginFields::Answer(fields), &plugin_conditions[..]),
+        None => (PluginFields::Kept, &plugin_conditions[..]),
+    };
+    match operator_status(obj, core, choice, &conditions, plugin).await {
+        Err(error) if fields.is_some() => {
+            outcomes[0] = refused(core, &targets[0], &error);
+            answers[0] = None;
+            conditions.reconciled = outcomes[0].condition();
+            operator_status(obj, core, choice, &conditions, (PluginFields::Kept, &[])).await?;
+        }
+        result => {
+            result?;
+            if let (Some(fields), [target]) = (&fields, targets.as_slice()) {
+                clear_legacy_plugin_fields(obj, core, &target.plugin, fields).await?;
+            }
+        }
+    }
+    for ((target, outcome), answer) in targets.iter().zip(&outcomes).zip(&answers) {
+        if let Some(answer) = answer {
+            plugin_events(core, &target.plugin, &answer.events, "Reconcile").await;
+        }
+        if let Some((type_, reason, action, note)) = outcome.event() {
+            event(core, obj, type_, reason, action, note).await;
+        }
+    }
+    Ok(Outcome::of_each(outcomes))
+}
+
+/// The plugins' conditions, one per type: under `--selection all` two
+/// plugins may report the same type, and a list-map holds one entry per
+/// key. The first that does not hold wins, else the first (in the plugins'
+/// stable order).
+fn one_per_type<'a>(conditions: impl Iterator<Item = &'a Condition>) -> Vec<Condition> {
+    let mut kept: Vec<Condition> = Vec::new();
+    for condition in conditions {
+        match kept.iter_mut().find(|k| k.type_ == condition.type_) {
+            Some(held) if held.is_true() && !condition.is_true() => *held = condition.clone(),
+            Some(_) => {}
+            None => kept.push(condition.clone()),
+        }
+    }
+    kept
+}
+
+/// Writes each plugin's status of the extensions it answered for (and of
+/// the base, with `base`), and splits the calls into their targets,
+/// outcomes and answers; an answer the API server refused is none, and
+/// its outcome says so.
+async fn plugin_parts<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    called: Vec<(Candidate, Called)>,
+    base: bool,
+) -> (Vec<Candidate>, Vec<Outcome>, Vec<Option<Checked>>) {
+    let (mut targets, mut outcomes, mut answers) = (Vec::new(), Vec::new(), Vec::new());
+    for (target, Called { outcome, answer }) in called {
+        let (outcome, answer) = match answer {
+            Some(answer) => match plugin_status(obj, core, &target.plugin, &answer, base).await {
+                Ok(()) => (outcome, Some(answer)),
+                Err(error) => (refused(core, &target, &error), None),
+            },
+            None => (outcome, None),
+        };
+        targets.push(target);
+        outcomes.push(outcome);
+        answers.push(answer);
+    }
+    (targets, outcomes, answers)
+}
+
+/// The outcome of a plugin whose answer the API server refused.
+fn refused<B: Backend>(core: &Core<B>, target: &Candidate, error: &ReconcileError) -> Outcome {
+    let plugin = core
+        .backend
+        .plugin(&target.plugin)
+        .map_or_else(|| target.plugin.clone(), |p| p.label());
+    Outcome::StatusRefused {
+        plugin,
+        what: error.what(),
+        message: error.api_message(),
+    }
+}
+
+/// Objects written before the operator applied the plugin's fields have
+/// them under the plugin's own field manager too. A field the plugin stops
+/// reporting is then still owned by that manager, and stays: when the
+/// answer leaves out a key it owns, its empty apply gives them up (the
+/// operator's manager keeps the rest). Once per such object; nothing for
+/// the others.
+async fn clear_legacy_plugin_fields<B>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    plugin: &str,
+    fields: &Map<String, Value>,
+) -> Result<(), ReconcileError> {
+    let owned = status::owned_status_keys(obj, &status::plugin_manager(plugin));
+    if owned.is_some_and(|keys| keys.iter().any(|k| !fields.contains_key(k))) {
+        clear_plugin_status(obj, core, plugin).await?;
+    }
+    Ok(())
+}
+
+/// What of the plugin's fields a status the operator applies carries.
+///
+/// Under `--selection preferred` the operator applies the whole status in one
+/// write, under its own field manager: its own part and the one plugin's
+/// fields. What the plugin stops reporting, the operator stops applying, and
+/// server-side apply removes it. A write without a new answer (a wait, a
+/// failed call) keeps what was applied before. Under `--selection all` each
+/// plugin applies its own fields under its own field manager
+/// ([`plugin_status`]), so that one plugin's answer never removes another's:
+/// the operator's manager owns none of them, and keeps none.
+pub(super) enum PluginFields<'a> {
+    /// Keep the plugin fields the operator's manager applied before, as
+    /// the object has them.
+    Kept,
+    /// The plugin's answer, in place of what was applied before.
+    Answer(&'a Map<String, Value>),
+    /// None: the object left its plugin (a move), and its fields go.
+    Dropped,
+}
+
+/// Applies the operator's part of the status, with the plugin's fields
+/// ([`PluginFields`]). `choice` must be what is recorded: a field the
+/// operator's manager stops applying is removed by server-side apply.
+/// Returns the object as the API server has it after the write (`obj` when
+/// the write would have changed nothing, and was not sent).
 pub(super) async fn operator_status<B>(
     obj: &DynamicObject,
     core: &Core<B>,
     choice: Option<&Recorded>,
     conditions: &OperatorConditions,
-    plugin_conditions: &[Condition],
+    plugin: (PluginFields<'_>, &[Condition]),
 ) -> Result<DynamicObject, ReconcileError> {
+    let (fields, plugin_conditions) = plugin;
     let previous = obj.data.get("status").and_then(|s| s.get("conditions"));
     let mut all = conditions.all();
     all.extend(plugin_conditions.iter().cloned());
     if let Some(trace) = kplug_proto::telemetry::trace_id(&tracing::Span::current()) {
         status::mark_trace(previous, &mut all, &trace);
     }
-    let mut status = json!({
-        "observedGeneration": obj.metadata.generation,
-        "conditions": status::render_conditions(previous, &all, obj.metadata.generation),
-    });
+    let manager = &core.settings.field_manager;
+    let mut status = match fields {
+        PluginFields::Kept => status::kept_plugin_fields(obj, manager),
+        PluginFields::Answer(answer) => answer.clone(),
+        PluginFields::Dropped => Map::new(),
+    };
+    status.insert("observedGeneration".into(), json!(obj.metadata.generation));
+    let conditions = status::render_conditions(previous, &all, obj.metadata.generation);
+    status.insert("conditions".into(), json!(conditions));
     if let Some(choice) = choice {
-        status["implementation"] = json!(choice.implementation);
+        status.insert("implementation".into(), json!(choice.implementation));
         if let Some(plugin) = &choice.plugin {
-            status["plugin"] = json!(plugin);
+            status.insert("plugin".into(), json!(plugin));
         }
     }
+    let status = Value::Object(status);
     // Remembered before it is sent: its echo on the watch must already
     // match, or it would wake the object again. Remembered also when it is
     // not sent: the next version seen carries it.
     core.written.record(obj, &status);
-    if status::holds_operator_part(obj, &status) {
-        tracing::debug!("the operator's status is unchanged; not written");
+    if status::holds_applied(obj, manager, &status) {
+        tracing::debug!("the status is unchanged; not written");
         return Ok(obj.clone());
     }
-    let params = PatchParams::apply(&core.settings.field_manager).force();
+    let params = PatchParams::apply(manager).force();
     core.api(obj)
         .patch_status(
             &obj.name_any(),
@@ -52,26 +218,29 @@ pub(super) async fn operator_status<B>(
             &Patch::Apply(status::apply_body(obj, status)),
         )
         .await
-        .map_err(|e| ReconcileError::new("writing the operator's status", obj, e))
+        .map_err(|e| ReconcileError::new("writing the status", obj, e))
 }
 
-/// Applies `plugin`'s part of the status of the base and of the extensions
-/// it answered for, as the plugin's own field manager. The writes go out
-/// together: they are independent, and one after the other they were
-/// most of a reconcile's time when the API server is the bottleneck. A
-/// write that would change nothing is not sent (an operator's start
-/// reconciles every object; most answers are what is already stored).
-/// `obj` and the extensions must be as read before the call.
+/// Applies `plugin`'s part of the status of the extensions it answered
+/// for, and with `base` of the base object too (`--selection all`; under
+/// `preferred` the base's goes with the operator's, in [`operator_status`]),
+/// as the plugin's own field manager. The writes go out together: they are
+/// independent, and one after the other they were most of a reconcile's
+/// time when the API server is the bottleneck. A write that would change
+/// nothing is not sent (an operator's start reconciles every object; most
+/// answers are what is already stored). `obj` and the extensions must be as
+/// read before the call.
 pub(super) async fn plugin_status<B: Backend>(
     obj: &DynamicObject,
     core: &Core<B>,
     plugin: &str,
     checked: &Checked,
+    base: bool,
 ) -> Result<(), ReconcileError> {
     let manager = status::plugin_manager(plugin);
     let params = PatchParams::apply(&manager).force();
     let base_status = checked.status.clone().unwrap_or_default();
-    let base_unchanged = status::holds_manager_part(obj, &manager, &base_status);
+    let base_unchanged = !base || status::holds_manager_part(obj, &manager, &base_status);
     let base = async {
         if base_unchanged {
             tracing::debug!(%plugin, "the plugin's status is unchanged; not written");
@@ -154,24 +323,99 @@ pub(super) async fn read_live<B>(
         .map_err(|e| ReconcileError::new(what, obj, e))
 }
 
-/// Adds the operator's finalizer unless `obj` has it; returns the object as
-/// the API server has it after the write, if one was made.
-pub(super) async fn ensure_finalizer<B>(
+/// Records what must be durable before the first plugin call, in one
+/// write: the operator's finalizer, unless `obj` has it, and `choice`, the
+/// implementation and plugin chosen, unless `obj` records it already
+/// (annotations, [`crate::selection::IMPLEMENTATION_ANNOTATION`]). `None`
+/// when nothing is missing; else the object as the API server has it after
+/// the write.
+///
+/// One JSON patch, whose `test` operations make it fail rather than
+/// overwrite a change the cache has not seen yet: the finalizers as the
+/// cache has them (Kubernetes does not deduplicate finalizers), and each
+/// annotation absent as the cache says (another replica's choice is never
+/// overwritten). A failed test is a [`ReconcileError`]; the retry sees the
+/// newer object. It is sent with the operator's field manager, by which
+/// admission knows the operator's own edits of the choice.
+///
+/// Not kube-runtime's `finalizer` helper: it writes the finalizer alone and
+/// ends the reconcile there, and the choice would be a second write.
+pub(super) async fn record<B>(
     obj: &DynamicObject,
     core: &Core<B>,
+    choice: Option<&Recorded>,
 ) -> Result<Option<DynamicObject>, ReconcileError> {
+    // Never the object of another uid, replaced under the same name.
+    let mut ops = vec![json!({ "op": "test", "path": "/metadata/uid", "value": obj.uid() })];
     let finalizer = &core.settings.finalizer;
-    if obj.finalizers().iter().any(|f| f == finalizer) {
+    if !obj.finalizers().iter().any(|f| f == finalizer) {
+        ops.extend(add_finalizer(obj.finalizers(), finalizer));
+    }
+    if let Some(choice) = choice.filter(|c| Recorded::annotated(obj).as_ref() != Some(*c)) {
+        ops.extend(annotate_choice(obj, choice));
+    }
+    if ops.len() == 1 {
         return Ok(None);
     }
-    let patch = if obj.finalizers().is_empty() {
-        json!([{ "op": "add", "path": "/metadata/finalizers", "value": [finalizer] }])
+    let what = if choice.is_some() {
+        "recording the finalizer and the choice of implementation"
     } else {
-        json!([{ "op": "add", "path": "/metadata/finalizers/-", "value": finalizer }])
+        "adding the finalizer"
     };
-    patch_json(obj, core, patch, "adding the finalizer")
+    // Its echo on the watch carries the status as it is now, and may come
+    // after the status write that follows the call: remembered as the
+    // operator's own, it wakes nothing (crate::written).
+    let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+    core.written.record(obj, &status);
+    patch_json(obj, core, Value::Array(ops), what)
         .await
         .map(Some)
+}
+
+/// The JSON patch operations that add `finalizer` to `current`, as
+/// kube-runtime's finalizer helper writes them.
+fn add_finalizer(current: &[String], finalizer: &str) -> Vec<Value> {
+    if current.is_empty() {
+        vec![
+            json!({ "op": "test", "path": "/metadata/finalizers", "value": null }),
+            json!({ "op": "add", "path": "/metadata/finalizers", "value": [finalizer] }),
+        ]
+    } else {
+        vec![
+            json!({ "op": "test", "path": "/metadata/finalizers", "value": current }),
+            json!({ "op": "add", "path": "/metadata/finalizers/-", "value": finalizer }),
+        ]
+    }
+}
+
+/// The JSON patch operations that record `choice` in `obj`'s annotations,
+/// each tested to be as the cache has it first.
+fn annotate_choice(obj: &DynamicObject, choice: &Recorded) -> Vec<Value> {
+    let mut wanted = vec![(IMPLEMENTATION_ANNOTATION, choice.implementation.as_str())];
+    if let Some(plugin) = &choice.plugin {
+        wanted.push((PLUGIN_ANNOTATION, plugin));
+    }
+    let Some(annotations) = obj.metadata.annotations.as_ref() else {
+        let all: serde_json::Map<String, Value> = wanted
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        return vec![
+            json!({ "op": "test", "path": "/metadata/annotations", "value": null }),
+            json!({ "op": "add", "path": "/metadata/annotations", "value": all }),
+        ];
+    };
+    let mut ops = Vec::new();
+    for (key, value) in wanted {
+        let path = format!("/metadata/annotations/{}", key.replace('/', "~1"));
+        let cached = annotations.get(key);
+        if cached.map(String::as_str) == Some(value) {
+            continue;
+        }
+        ops.push(json!({ "op": "test", "path": path, "value": cached }));
+        ops.push(json!({ "op": "add", "path": path, "value": value }));
+    }
+    ops
 }
 
 pub(super) async fn remove_finalizer<B>(
@@ -197,20 +441,33 @@ pub(super) async fn remove_finalizer<B>(
 }
 
 /// Removes the reselect annotation, only if it is still there (a `test`
-/// first).
+/// first), and the recorded choice's annotations with it: the next
+/// reconcile chooses again.
 pub(super) async fn remove_reselect<B>(
     obj: &DynamicObject,
     core: &Core<B>,
 ) -> Result<(), ReconcileError> {
-    let path = format!("/metadata/annotations/{}", RESELECT.replace('/', "~1"));
-    let value = obj.annotations().get(RESELECT).cloned().unwrap_or_default();
-    let patch = json!([
-        { "op": "test", "path": path, "value": value },
-        { "op": "remove", "path": path },
-    ]);
-    patch_json(obj, core, patch, "removing the reselect annotation")
-        .await
-        .map(drop)
+    let annotations = obj.annotations();
+    let mut ops = Vec::new();
+    for key in [RESELECT, IMPLEMENTATION_ANNOTATION, PLUGIN_ANNOTATION] {
+        let Some(value) = annotations.get(key) else {
+            continue;
+        };
+        let path = format!("/metadata/annotations/{}", key.replace('/', "~1"));
+        ops.push(json!({ "op": "test", "path": path, "value": value }));
+        ops.push(json!({ "op": "remove", "path": path }));
+    }
+    if ops.is_empty() {
+        return Ok(());
+    }
+    patch_json(
+        obj,
+        core,
+        Value::Array(ops),
+        "removing the reselect annotation",
+    )
+    .await
+    .map(drop)
 }
 
 async fn patch_json<B>(
@@ -221,12 +478,14 @@ async fn patch_json<B>(
 ) -> Result<DynamicObject, ReconcileError> {
     let patch: json_patch::Patch = serde_json::from_value(patch)
         .map_err(|e| ReconcileError::new(what, obj, kube::Error::SerdeError(e)))?;
+    // The operator's field manager: admission tells the operator's own
+    // edits of the recorded choice by it.
+    let params = PatchParams {
+        field_manager: Some(core.settings.field_manager.clone()),
+        ..PatchParams::default()
+    };
     core.api(obj)
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
+        .patch(&obj.name_any(), &params, &Patch::<()>::Json(patch))
         .await
         .map_err(|e| ReconcileError::new(what, obj, e))
 }

@@ -34,7 +34,7 @@ pub use conditions::{
     Condition, OperatorConditions, find_condition, mark_trace, render_conditions,
 };
 pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};
-pub use unchanged::{holds_manager_part, holds_operator_part};
+pub use unchanged::{holds_applied, holds_manager_part, kept_plugin_fields, owned_status_keys};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;

@@ -15,22 +15,51 @@ use serde_json::{Map, Value};
 
 use super::OPERATOR_KEYS;
 
-/// Whether `obj`'s status already is `status`, the operator's part as it
-/// would be applied. The operator's field manager sets only
-/// [`OPERATOR_KEYS`], the whole of each, so a key that `status` leaves out
-/// and `obj` has would be removed by the apply: that is a change. The
-/// conditions are compared by type, whatever their order.
-pub fn holds_operator_part(obj: &DynamicObject, status: &Value) -> bool {
+/// Whether `obj`'s status already is `status`, all that `manager` (the
+/// operator's field manager) applies: the operator's part (conditions
+/// compared by type, whatever their order) and the plugin's fields, each
+/// with the same value, and no other top-level key owned by `manager` (the
+/// apply would remove it).
+pub fn holds_applied(obj: &DynamicObject, manager: &str, status: &Value) -> bool {
+    let Some(applied) = status.as_object() else {
+        return false;
+    };
     let stored = obj.data.get("status");
-    OPERATOR_KEYS.iter().all(|key| {
-        let want = status.get(*key);
-        let have = stored.and_then(|s| s.get(*key));
-        if *key == "conditions" {
-            same_conditions(want, have)
+    let same = applied.iter().all(|(key, value)| {
+        let have = stored.and_then(|s| s.get(key));
+        if key == "conditions" {
+            same_conditions(Some(value), have)
         } else {
-            want == have
+            have == Some(value)
         }
-    })
+    });
+    // The operator's own keys it leaves out are removed too (e.g. `plugin`
+    // after a move), whoever else owns them.
+    let operator_keys_left_out = OPERATOR_KEYS
+        .iter()
+        .any(|key| !applied.contains_key(*key) && stored.and_then(|s| s.get(*key)).is_some());
+    same && !operator_keys_left_out
+        && owned_status_keys(obj, manager)
+            .unwrap_or_default()
+            .iter()
+            .all(|key| applied.contains_key(key))
+}
+
+/// The plugin's fields that `manager` (the operator's field manager)
+/// applied before, as `obj` has them: every top-level status key it owns
+/// but the operator's own. Applied again as they are, they change nothing
+/// and stay owned.
+pub fn kept_plugin_fields(obj: &DynamicObject, manager: &str) -> Map<String, Value> {
+    let stored = obj.data.get("status");
+    owned_status_keys(obj, manager)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|key| !OPERATOR_KEYS.contains(&key.as_str()))
+        .filter_map(|key| {
+            let value = stored?.get(&key)?.clone();
+            Some((key, value))
+        })
+        .collect()
 }
 
 /// Whether `obj`'s status already holds `status`, the part `manager`
@@ -55,7 +84,7 @@ pub fn holds_manager_part(obj: &DynamicObject, manager: &str, status: &Map<Strin
 /// The top-level status keys `manager` owns on `obj`'s status
 /// subresource, from `managedFields`, or `None` when it owns nothing
 /// there.
-fn owned_status_keys(obj: &DynamicObject, manager: &str) -> Option<Vec<String>> {
+pub fn owned_status_keys(obj: &DynamicObject, manager: &str) -> Option<Vec<String>> {
     let entries = obj.metadata.managed_fields.as_ref()?;
     let mut found = false;
     let mut keys = Vec::new();
@@ -127,7 +156,7 @@ mod tests {
         let mut stored = operator_part();
         stored["conditions"] = json!([{"type": "Reconciled", "status": "True"}, ready("True")]);
         stored["rows"] = json!(3); // a plugin's field: not the operator's
-        assert!(holds_operator_part(
+        assert!(holds_applied_by_operator(
             &obj(stored, json!([])),
             &operator_part()
         ));
@@ -154,7 +183,7 @@ mod tests {
                 stored[k] = v.clone();
             }
             assert!(
-                !holds_operator_part(&obj(stored, json!([])), &operator_part()),
+                !holds_applied_by_operator(&obj(stored, json!([])), &operator_part()),
                 "{what}"
             );
         }
@@ -165,14 +194,42 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("implementation");
-        assert!(!holds_operator_part(
+        assert!(!holds_applied_by_operator(
             &obj(operator_part(), json!([])),
             &without_choice
         ));
-        assert!(!holds_operator_part(
+        assert!(!holds_applied_by_operator(
             &obj(json!(null), json!([])),
             &operator_part()
         ));
+    }
+
+    fn holds_applied_by_operator(obj: &DynamicObject, status: &Value) -> bool {
+        holds_applied(obj, "kplug-operator", status)
+    }
+
+    #[test]
+    fn a_plugin_field_the_operator_applied_and_leaves_out_is_a_change_and_is_kept_until_then() {
+        let mut stored = operator_part();
+        stored["rows"] = json!(3);
+        let managed = json!([
+            {"manager": "kplug-operator", "operation": "Apply", "subresource": "status",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:conditions": {}, "f:rows": {}, "f:implementation": {}}}},
+        ]);
+        let stored = obj(stored, managed);
+        assert_eq!(
+            kept_plugin_fields(&stored, "kplug-operator"),
+            json!({"rows": 3}).as_object().unwrap().clone()
+        );
+        assert!(
+            !holds_applied_by_operator(&stored, &operator_part()),
+            "rows would be removed"
+        );
+        let mut with_rows = operator_part();
+        with_rows["rows"] = json!(3);
+        assert!(holds_applied_by_operator(&stored, &with_rows));
+        assert!(kept_plugin_fields(&stored, "someone-else").is_empty());
     }
 
     fn managed(manager: &str, keys: &[&str]) -> Value {

@@ -12,7 +12,7 @@
 //!
 //! The operator under test gets [`ApiProxy::kubeconfig`]; everything else it
 //! does reaches the real API server unchanged, and the proxy lists its
-//! writes ([`ApiProxy::writes`]).
+//! requests ([`ApiProxy::requests`]) and writes ([`ApiProxy::writes`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -49,7 +49,7 @@ struct Rule {
 /// A running proxy; it stops when dropped.
 pub struct ApiProxy {
     rules: watch::Sender<HashMap<String, Rule>>,
-    writes: Arc<Mutex<Vec<String>>>,
+    requests: Arc<Mutex<Vec<String>>>,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
@@ -80,8 +80,8 @@ impl ApiProxy {
         .expect("write the proxy kubeconfig");
         let (rules, _) = watch::channel(HashMap::new());
         let shared = rules.clone();
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let written = writes.clone();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -89,11 +89,11 @@ impl ApiProxy {
                 };
                 let client = client.clone();
                 let rules = shared.clone();
-                let written = written.clone();
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
-                        if req.method() != hyper::Method::GET {
-                            written.lock().unwrap().push(format!(
+                        if !is_watch(req.uri().query().unwrap_or_default()) {
+                            seen.lock().unwrap().push(format!(
                                 "{} {}",
                                 req.method(),
                                 req.uri().path()
@@ -109,7 +109,7 @@ impl ApiProxy {
         });
         Self {
             rules,
-            writes,
+            requests,
             kubeconfig,
             _dir: dir,
             task,
@@ -121,10 +121,19 @@ impl ApiProxy {
         &self.kubeconfig
     }
 
+    /// Every request but a watch forwarded so far, as `METHOD path`, in the
+    /// order received.
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
     /// Every request but a GET forwarded so far, as `METHOD path`, in the
     /// order received.
     pub fn writes(&self) -> Vec<String> {
-        self.writes.lock().unwrap().clone()
+        self.requests()
+            .into_iter()
+            .filter(|r| !r.starts_with("GET "))
+            .collect()
     }
 
     /// Holds every LIST of `plural` until [`Self::release_lists`].

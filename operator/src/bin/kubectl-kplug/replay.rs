@@ -109,6 +109,12 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let implementation = args
         .implementation
         .clone()
+        .or_else(|| {
+            obj.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(kplug_operator::IMPLEMENTATION_ANNOTATION).cloned())
+        })
         .or_else(|| text(&obj.data, "/status/implementation"))
         .or_else(|| text(&obj.data, "/spec/preferredImplementation"))
         .or_else(|| (offers.len() == 1).then(|| offers[0].implementation.clone()))

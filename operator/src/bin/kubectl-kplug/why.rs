@@ -39,9 +39,14 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let target = Target::resolve(client, &args.object, args.namespace.as_deref()).await?;
     let obj = target.get(client).await?;
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    let implementation = text(&status, "/implementation");
+    // The record (annotations), else the status (objects recorded before
+    // the annotations).
+    let annotation = |key: &str| obj.metadata.annotations.as_ref()?.get(key).cloned();
+    let implementation = annotation(kplug_operator::IMPLEMENTATION_ANNOTATION)
+        .or_else(|| text(&status, "/implementation"));
     let preferred = text(&obj.data, "/spec/preferredImplementation");
-    let recorded_plugin = text(&status, "/plugin");
+    let recorded_plugin =
+        annotation(kplug_operator::PLUGIN_ANNOTATION).or_else(|| text(&status, "/plugin"));
     println!(
         "{} (generation {}, observed {})",
         target.display(),

@@ -113,6 +113,24 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome of one call, or of several (`--selection all`).
+    pub(crate) fn of_each(mut outcomes: Vec<Outcome>) -> Self {
+        if outcomes.len() == 1 {
+            outcomes.remove(0)
+        } else {
+            Self::All(outcomes)
+        }
+    }
+
+    /// The `Reconciled` condition of what [`Outcome::of_each`] makes of
+    /// `outcomes`.
+    pub(crate) fn condition_of(outcomes: &[Outcome]) -> Condition {
+        match outcomes {
+            [one] => one.condition(),
+            all => combine(all),
+        }
+    }
+
     /// The `Reconciled` condition for this outcome.
     pub(crate) fn condition(&self) -> Condition {
         let (reason, message) = (self.reason(), self.message());

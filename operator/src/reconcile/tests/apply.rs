@@ -190,7 +190,7 @@ async fn failures_back_off_and_say_why() {
 async fn a_status_the_api_server_refuses_is_said_on_the_object() {
     let world = World::new();
     world.plugin("hello", "Hello");
-    world.api.refuse_status_of("kplug-plugin-hello");
+    world.api.refuse_status_with("rows");
     world
         .core
         .backend
@@ -206,6 +206,10 @@ async fn a_status_the_api_server_refuses_is_said_on_the_object() {
         world
             .events()
             .contains(&("Warning".into(), "StatusWriteFailed".into()))
+    );
+    assert!(
+        world.operator_status().get("rows").is_none(),
+        "the operator's conditions went out without the refused fields"
     );
 }
 
@@ -259,29 +263,32 @@ async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker_and_wakes_i
 }
 
 #[tokio::test]
-async fn a_cache_behind_the_api_server_calls_no_plugin() {
+async fn a_cache_behind_this_process_writes_calls_no_plugin() {
     let world = World::new();
     world.plugin("hello", "Hello").plugin("other", "Bonjour");
-    let cached = recorded(hello(), "Hello", "hello");
-    // Moved meanwhile: the live object is on another implementation.
-    world
-        .api
-        .put(super::PLURAL, &recorded(hello(), "Bonjour", "other"));
-    let action = crate::reconcile::reconcile(&super::dynamic(&cached), &world.core)
+    let cached = super::dynamic(&recorded(hello(), "Hello", "hello"));
+    // Moved meanwhile by this process: the cache still names the old choice.
+    let moved = crate::selection::Recorded {
+        implementation: "Bonjour".into(),
+        plugin: Some("other".into()),
+    };
+    world.core.recent.chose(&cached, Some(moved));
+    let action = crate::reconcile::reconcile(&cached, &world.core)
         .await
         .unwrap();
     assert_eq!(action, Action::requeue(Duration::from_millis(200)));
-    // Deleted meanwhile: its own event reconciles it.
-    world.api.delete(super::PLURAL, "default", "world");
-    let action = crate::reconcile::reconcile(&super::dynamic(&cached), &world.core)
+    // Finalized meanwhile by this process: its own event reconciles it.
+    world.core.recent.finalized(&cached);
+    let action = crate::reconcile::reconcile(&cached, &world.core)
         .await
         .unwrap();
     assert_eq!(action, Action::await_change());
     assert!(world.core.backend.calls().is_empty());
+    assert!(world.api.reads().is_empty(), "told without a read");
 }
 
 #[tokio::test]
-async fn a_new_object_is_checked_against_its_own_writes_not_read_again() {
+async fn no_object_is_read_before_its_call() {
     // Recording the choice and the finalizer returned the live object:
     // a read would tell nothing more.
     let world = World::new();
@@ -289,15 +296,15 @@ async fn a_new_object_is_checked_against_its_own_writes_not_read_again() {
     world.core.backend.answer("hello", Ok(ok(json!({}))));
     world.reconcile(&hello()).await.unwrap();
     assert_eq!(world.core.backend.calls().len(), 1);
-    assert_eq!(world.api.reads(), Vec::<String>::new());
-    // An object with its choice and finalizer already recorded is read.
+    // An object with its choice and finalizer already recorded: what this
+    // process wrote stands for the read.
     let mut again = recorded(hello(), "Hello", "hello");
+    again["metadata"]["uid"] = json!("uid-2");
     again["metadata"]["finalizers"] = json!([world.core.settings.finalizer]);
-    world.api.put(super::PLURAL, &again);
     world.core.backend.answer("hello", Ok(ok(json!({}))));
     world.reconcile(&again).await.unwrap();
     assert_eq!(world.core.backend.calls().len(), 2);
-    assert_eq!(world.api.reads().len(), 1);
+    assert_eq!(world.api.reads(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -305,7 +312,7 @@ async fn a_refused_operator_status_fails_the_reconcile() {
     let world = World::new();
     world.api.refuse_status_of("kplug-operator");
     let error = world.reconcile(&hello()).await.unwrap_err();
-    assert_eq!(error.what(), "writing the operator's status");
+    assert_eq!(error.what(), "writing the status");
     assert!(
         error.api_message().contains("too many"),
         "{}",

@@ -38,6 +38,8 @@ struct State {
     reads: Vec<String>,
     /// Field managers whose status applies are refused (422).
     refuse_manager: Option<String>,
+    /// A status key whose applies are refused (422).
+    refuse_key: Option<String>,
 }
 
 /// The fake API server's state; cheap to clone.
@@ -61,16 +63,14 @@ impl FakeApi {
         self.lock().objects.insert(key, obj.clone());
     }
 
-    /// Removes the live object.
-    pub(super) fn delete(&self, plural: &str, namespace: &str, name: &str) {
-        self.lock()
-            .objects
-            .remove(&format!("{plural}/{namespace}/{name}"));
-    }
-
     /// Refuses status applies of `manager` from now on.
     pub(super) fn refuse_status_of(&self, manager: &str) {
         self.lock().refuse_manager = Some(manager.to_owned());
+    }
+
+    /// Refuses status applies that set `key` from now on.
+    pub(super) fn refuse_status_with(&self, key: &str) {
+        self.lock().refuse_key = Some(key.to_owned());
     }
 
     pub(super) fn applies(&self) -> Vec<StatusApply> {
@@ -138,7 +138,11 @@ impl FakeApi {
                     .unwrap_or_default()
                     .to_owned();
                 let mut state = self.lock();
-                if state.refuse_manager.as_deref() == Some(manager.as_str()) {
+                let refused_key = state
+                    .refuse_key
+                    .as_ref()
+                    .is_some_and(|key| body["status"].get(key).is_some());
+                if state.refuse_manager.as_deref() == Some(manager.as_str()) || refused_key {
                     return respond(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         &status_body(422, "Invalid", "status.rows: Invalid value: too many"),
@@ -180,6 +184,21 @@ impl FakeApi {
                         );
                     }
                 };
+                // The API server's JSON patch takes a `test` of null on a
+                // missing path as passed (kube-runtime's finalizer helper
+                // and the record step rely on it); json_patch does not.
+                let patch = json_patch::Patch(
+                    patch
+                        .0
+                        .into_iter()
+                        .filter(|op| match op {
+                            json_patch::PatchOperation::Test(test) => {
+                                !(test.value.is_null() && obj.pointer(test.path.as_str()).is_none())
+                            }
+                            _ => true,
+                        })
+                        .collect(),
+                );
                 match json_patch::patch(obj, &patch) {
                     Ok(()) => respond(StatusCode::OK, obj),
                     Err(e) => respond(

@@ -75,6 +75,7 @@ impl World {
             shares: Shares::new(per_plugin, wake),
             written: Arc::default(),
             last_calls: Arc::default(),
+            recent: Arc::default(),
             hook_queue: super::HookQueue::new(1, Default::default()),
         };
         core.backend.set_grace([None]);

@@ -36,13 +36,24 @@ async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
         .answer("hello", Ok(ok(json!({"greeting": "hello, world"}))));
     let action = world.reconcile(&hello()).await.unwrap();
     assert_eq!(action, Action::requeue(RESYNC));
+    // One write before the call: the finalizer and the choice.
+    let patches = world.api.patches();
+    assert_eq!(patches.len(), 1, "{patches:#?}");
+    let ops = patches[0].1.as_array().unwrap();
+    assert!(ops.contains(
+        &json!({"op": "add", "path": "/metadata/finalizers", "value": ["kplug.io/finalizer"]})
+    ));
+    assert!(
+        ops.contains(&json!({"op": "add", "path": "/metadata/annotations",
+        "value": {"kplug.io/implementation": "Hello", "kplug.io/plugin": "hello"}}))
+    );
+    // One status write after it: the plugin's fields and the operator's.
     let applies = world.api.applies();
-    // The choice, then the plugin's status, then the outcome.
+    assert_eq!(applies.len(), 1, "{applies:#?}");
     assert_eq!(applies[0].manager, "kplug-operator");
     assert_eq!(applies[0].status["implementation"], "Hello");
     assert_eq!(applies[0].status["plugin"], "hello");
-    assert_eq!(applies[1].manager, "kplug-plugin-hello");
-    assert_eq!(applies[1].status, json!({"greeting": "hello, world"}));
+    assert_eq!(applies[0].status["greeting"], "hello, world");
     let (status, reason, message) = world.condition("Reconciled");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -50,17 +61,47 @@ async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
     );
     assert_eq!(message, "plugin hello 1.0.0: hello");
     assert_eq!(world.condition("Ready").0, "True");
-    assert_eq!(
-        world.events(),
-        [("Normal".into(), "ImplementationSelected".into())]
-    );
-    let finalizer = &world.api.patches()[0].1;
-    assert_eq!(finalizer[0]["value"], json!(["kplug.io/finalizer"]));
+    // The preferred implementation chosen is no news: no Event.
+    assert_eq!(world.events(), []);
     assert_eq!(
         world.core.backend.calls(),
         [("hello".into(), "Reconcile", "Hello".into(), 0)]
     );
+    assert!(
+        world.api.reads().is_empty(),
+        "the record's answer stands for a read"
+    );
     assert!(world.counted("ok", "hello"));
+}
+
+#[tokio::test]
+async fn a_fallback_choice_is_news() {
+    let world = World::new();
+    world.plugin("other", "Bonjour");
+    world.core.backend.answer("other", Ok(ok(json!({}))));
+    world.reconcile(&greeting(json!({}))).await.unwrap();
+    assert_eq!(
+        world.events(),
+        [("Normal".into(), "ImplementationSelected".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_choice_recorded_in_the_annotations_is_kept_and_not_written_again() {
+    let world = World::new();
+    world.plugin("hello", "Hello").plugin("other", "Bonjour");
+    world.core.backend.answer("other", Ok(ok(json!({}))));
+    let mut obj = greeting(json!({"preferredImplementation": "Hello"}));
+    obj["metadata"]["finalizers"] = json!(["kplug.io/finalizer"]);
+    obj["metadata"]["annotations"] =
+        json!({"kplug.io/implementation": "Bonjour", "kplug.io/plugin": "other"});
+    world.reconcile(&obj).await.unwrap();
+    assert!(world.api.patches().is_empty(), "nothing to record");
+    assert_eq!(world.operator_status()["implementation"], "Bonjour");
+    assert_eq!(
+        world.core.backend.calls(),
+        [("other".into(), "Reconcile", "Bonjour".into(), 0)]
+    );
 }
 
 #[tokio::test]
