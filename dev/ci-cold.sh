@@ -83,6 +83,12 @@ if [ "$mode" = cold ]; then
   fi
 fi
 
+# The clone's `make test` starts the example's databases on their fixed
+# loopback ports: this checkout's, if they run, would hold them.
+if [ -x "$repo/examples/database-table/dev/databases.sh" ]; then
+  "$repo/examples/database-table/dev/databases.sh" stop >/dev/null 2>&1 || true
+fi
+
 dir=${KPLUG_CI_DIR:-$(mktemp -d -t kplug-ci-$mode.XXXXXX)}
 # mktemp makes it 0700; the databases run as their own users
 # (examples/database-table/dev/databases.sh), and their data lives in the

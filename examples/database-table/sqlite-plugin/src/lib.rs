@@ -447,11 +447,16 @@ impl Plugin for SqlitePlugin {
         let (db, t) = (path.clone(), table.clone());
         let applied = tokio::task::spawn_blocking(move || apply(&db, &t, &wanted)).await??;
         let summary = applied.summary();
+        // The message says how the table is, the same on every reconcile
+        // of an unchanged table (it is the `Reconciled` condition's, and a
+        // message that changed each time would be a status write each
+        // time); what was done goes in the Event.
         let mut response = Response::ok()
             .message(format!(
-                "table {} in {}: {summary}",
+                "table {} in {}: {} columns",
                 table.name,
-                path.display()
+                path.display(),
+                table.columns.len()
             ))
             .status(json!({
                 "table": table.name,
