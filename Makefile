@@ -100,7 +100,7 @@ build: ## build every crate, binary and example of the workspace
 # 3. test-last, one at a time: the test binaries that need the whole machine
 #    and the images (the real node, docker compose), then the doc tests.
 # With -k (as CI runs it), every phase runs even after one failed.
-TEST_PREPARE := testenv images-background node-binaries build databases python python-sdk go-stubs sdk-hellos bench-servers conformance-plugins deploy-tools tools
+TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs sdk-hellos bench-servers conformance-plugins deploy-tools tools
 TEST_CHECKS := test-rust-shared test-docs test-bench conformance lint test-typescript-sdk test-go-sdk test-python test-postgresql-plugin test-deploy
 TEST_LAST := images-wait test-rust-alone test-rust-doc
 TEST_PARALLEL ?= 2
@@ -133,6 +133,14 @@ DB_ENV = eval "$$(examples/database-table/dev/databases.sh env)"
 TEST_JOBS ?= 2
 
 TEST_BINARIES = $(DB_ENV); CARGO=$(CARGO) python3 dev/test-binaries.py --jobs $(TEST_JOBS)
+
+# The test binaries, as dev/test-binaries.py builds them (the same
+# arguments): built in test-prepare, so that the shared ones start at once in
+# test-checks instead of waiting for clippy's and rustdoc's hold on the
+# target directory.
+.PHONY: test-build
+test-build: ## build every test binary of the workspace (cargo test --workspace --all-targets --no-run)
+	$(CARGO) test --workspace --all-targets --no-run
 
 .PHONY: test-rust
 test-rust: images test-rust-shared test-rust-alone test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones alone), then the doc tests
@@ -214,19 +222,27 @@ TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
 conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
+	@# Every run at once, each on its own socket directory (they wait on
+	@# heartbeats and TTLs, not on the CPU); each run's output is printed
+	@# whole, in order, when all are done.
 	@run() { name=$$1; shift; \
-	  echo "[conformance] $$name"; \
 	  sockets=$$(mktemp -d); \
-	  status=0; $(KIT) --socket-dir $$sockets --junit $(CONFORMANCE_DIR)/$$name.xml "$$@" || status=$$?; \
-	  rm -rf $$sockets; return $$status; }; \
+	  status=0; $(KIT) --socket-dir $$sockets --junit $(CONFORMANCE_DIR)/$$name.xml "$$@" \
+	    >$(CONFORMANCE_DIR)/$$name.log 2>&1 || status=$$?; \
+	  rm -rf $$sockets; echo $$status >$(CONFORMANCE_DIR)/$$name.status; }; \
+	run rust-hello -- $(TARGET_DIR)/debug/examples/hello & \
+	run python-hello -- $(PY_SDK) sidecar-sdk/python/examples/hello.py & \
+	run python-cases --cases $(CASES) -- $(PY_SDK) sidecar-sdk/conformance/python_plugin.py & \
+	run go-hello -- $(TARGET_DIR)/sdk-hellos/hello-go & \
+	run go-cases --cases $(CASES) -- $(CONFORMANCE_DIR)/bin/conformance-plugin & \
+	run typescript-hello -- node $(TS_BUILD)/examples/hello.js & \
+	run typescript-cases --cases $(CASES) -- node $(TS_BUILD)/conformance/main.js & \
+	wait; \
 	failed=""; \
-	run rust-hello -- $(TARGET_DIR)/debug/examples/hello || failed="$$failed rust-hello"; \
-	run python-hello -- $(PY_SDK) sidecar-sdk/python/examples/hello.py || failed="$$failed python-hello"; \
-	run python-cases --cases $(CASES) -- $(PY_SDK) sidecar-sdk/conformance/python_plugin.py || failed="$$failed python-cases"; \
-	run go-hello -- $(TARGET_DIR)/sdk-hellos/hello-go || failed="$$failed go-hello"; \
-	run go-cases --cases $(CASES) -- $(CONFORMANCE_DIR)/bin/conformance-plugin || failed="$$failed go-cases"; \
-	run typescript-hello -- node $(TS_BUILD)/examples/hello.js || failed="$$failed typescript-hello"; \
-	run typescript-cases --cases $(CASES) -- node $(TS_BUILD)/conformance/main.js || failed="$$failed typescript-cases"; \
+	for name in rust-hello python-hello python-cases go-hello go-cases typescript-hello typescript-cases; do \
+	  echo "[conformance] $$name"; cat $(CONFORMANCE_DIR)/$$name.log; \
+	  [ "$$(cat $(CONFORMANCE_DIR)/$$name.status)" = 0 ] || failed="$$failed $$name"; \
+	done; \
 	if [ -n "$$failed" ]; then echo "[conformance] failed:$$failed"; exit 1; fi; \
 	echo "[conformance] every SDK passed; JUnit reports in $(CONFORMANCE_DIR)/"
 
@@ -422,9 +438,9 @@ bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if benc
 # workspace again.
 .PHONY: test-bench
 test-bench: build bench-servers testenv databases ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
-	KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
-	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md \
-	  $(TEST_BINARIES) --only kplug-sidecar/polyglot -- --bench
+	$(DB_ENV); export KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
+	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md; \
+	  CARGO=$(CARGO) python3 dev/test-binaries.py --only kplug-sidecar/polyglot -- --bench
 	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 \
 	  --p1 $(TARGET_DIR)/bench/smoke/polyglot.md --out $(TARGET_DIR)/bench/smoke/report.md
 

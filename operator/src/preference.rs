@@ -83,7 +83,7 @@ impl Preference {
             Self::NotChosen { preferred } => Some((
                 "PreferenceNotChosen",
                 format!(
-                    "spec.preferredImplementation is {preferred}, but {on} (it is kept once recorded in status.implementation). To move it (the old implementation cleans up with Finalize first), annotate it kplug.io/reselect"
+                    "spec.preferredImplementation is {preferred}, but {on} (it is kept once recorded). To move it (the old implementation cleans up with Finalize first), annotate it kplug.io/reselect"
                 ),
             )),
         }

@@ -157,7 +157,7 @@ pub(crate) fn asked(
                                     implementation: recorded.implementation,
                                 }]),
                                 None => Asked::NoPlugin(format!(
-                                    "implementation {} (recorded in status) has no ready plugin",
+                                    "implementation {} (recorded) has no ready plugin",
                                     recorded.implementation
                                 )),
                             }

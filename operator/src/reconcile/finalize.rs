@@ -14,7 +14,7 @@ use super::wait::wait_for_plugin;
 use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
 use crate::selection::{Candidate, Recorded};
-use crate::status::{Condition, OperatorConditions, types};
+use crate::status::OperatorConditions;
 
 /// Finalizes `obj`, which is being deleted.
 pub(super) async fn finalize<B: Backend>(
@@ -106,21 +106,7 @@ pub(super) async fn finalize_on<B: Backend>(
         if let Some((type_, reason, action, note)) = outcome.event() {
             write::event(core, obj, type_, reason, action, note).await;
         }
-        let conditions = OperatorConditions {
-            plugin_available: Condition::new(
-                types::PLUGIN_AVAILABLE,
-                true,
-                "PluginReady",
-                "finalizing",
-            ),
-            extensions_resolved: Condition::new(
-                types::EXTENSIONS_RESOLVED,
-                true,
-                "Resolved",
-                "finalizing",
-            ),
-            reconciled: outcome.condition(),
-        };
+        let conditions = OperatorConditions::finalizing(outcome.condition());
         let plugin = (PluginFields::Kept, &[][..]);
         write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, plugin).await?;
         return Ok(Some(outcome));

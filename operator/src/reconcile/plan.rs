@@ -133,56 +133,16 @@ pub(crate) fn preferred<'a>(obj: &'a DynamicObject, settings: &Settings) -> Opti
 
 /// Plans the reconcile of an object that is not being deleted.
 pub(crate) fn apply(inputs: &Inputs<'_>) -> Plan {
-    let obj = inputs.obj;
-    let preferred = preferred(obj, inputs.settings);
-    let chosen: Vec<(Candidate, Option<Reason>)> = match inputs.settings.selection {
+    let preferred = preferred(inputs.obj, inputs.settings);
+    let chosen = match inputs.settings.selection {
         SelectionMode::All => selection::select_all(inputs.candidates)
             .into_iter()
             .map(|c| (c, None))
             .collect(),
-        SelectionMode::Preferred => {
-            let selection =
-                selection::select(Recorded::of(obj).as_ref(), preferred, inputs.candidates);
-            // Just after start-up the preferred plugin may not have
-            // registered yet, and a fallback would stick for good.
-            if let (
-                Some(preferred),
-                Selection::Chosen {
-                    reason: Reason::Fallback,
-                    ..
-                },
-                Some(left),
-            ) = (preferred, &selection, inputs.grace_left)
-            {
-                return Plan::Wait(Wait {
-                    need: Need::Preferred(preferred.to_owned()),
-                    reason: "WaitingForPreferred",
-                    message: format!(
-                        "the preferred implementation {preferred} has no ready plugin yet; plugins may still be registering after the operator's start, so another is chosen only if none offers it within {}s",
-                        left.as_secs().max(1)
-                    ),
-                });
-            }
-            match selection {
-                Selection::Chosen { candidate, reason } => vec![(candidate, Some(reason))],
-                Selection::RecordedUnavailable { recorded } => {
-                    return Plan::Wait(Wait {
-                        message: format!(
-                            "implementation {}{} (recorded in status) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation or plugin",
-                            recorded.implementation,
-                            recorded
-                                .plugin
-                                .as_deref()
-                                .map(|p| format!(" of plugin {p}"))
-                                .unwrap_or_default()
-                        ),
-                        need: Need::Recorded(recorded),
-                        reason: "PluginUnavailable",
-                    });
-                }
-                Selection::NoCandidates => vec![],
-            }
-        }
+        SelectionMode::Preferred => match choose(inputs, preferred) {
+            Ok(chosen) => chosen,
+            Err(wait) => return Plan::Wait(wait),
+        },
     };
     if chosen.is_empty() {
         return Plan::Wait(Wait {
@@ -195,6 +155,90 @@ pub(crate) fn apply(inputs: &Inputs<'_>) -> Plan {
             ),
         });
     }
+    Plan::Call(Box::new(calls(inputs, preferred, chosen)))
+}
+
+/// The one implementation for an object (`--selection preferred`), with
+/// why; none when no plugin is ready; or what to wait for.
+fn choose(
+    inputs: &Inputs<'_>,
+    preferred: Option<&str>,
+) -> Result<Vec<(Candidate, Option<Reason>)>, Wait> {
+    let recorded = Recorded::of(inputs.obj);
+    match selection::select(recorded.as_ref(), preferred, inputs.candidates) {
+        // Just after start-up the preferred plugin may not have registered
+        // yet, and a fallback would stick for good.
+        Selection::Chosen {
+            reason: Reason::Fallback,
+            ..
+        } if preferred.is_some() && inputs.grace_left.is_some() => {
+            let (preferred, left) = (preferred.unwrap_or_default(), inputs.grace_left);
+            Err(Wait {
+                need: Need::Preferred(preferred.to_owned()),
+                reason: "WaitingForPreferred",
+                message: format!(
+                    "the preferred implementation {preferred} has no ready plugin yet; plugins may still be registering after the operator's start, so another is chosen only if none offers it within {}s",
+                    left.unwrap_or_default().as_secs().max(1)
+                ),
+            })
+        }
+        Selection::Chosen { candidate, reason } => Ok(vec![(candidate, Some(reason))]),
+        Selection::RecordedUnavailable { recorded } => Err(Wait {
+            message: format!(
+                "implementation {}{} (recorded) has no ready plugin; waiting for it to come back. The choice is sticky: the object is not moved to another implementation or plugin",
+                recorded.implementation,
+                recorded
+                    .plugin
+                    .as_deref()
+                    .map(|p| format!(" of plugin {p}"))
+                    .unwrap_or_default()
+            ),
+            need: Need::Recorded(recorded),
+            reason: "PluginUnavailable",
+        }),
+        Selection::NoCandidates => Ok(vec![]),
+    }
+}
+
+/// What to call, record and say for the `chosen` (not empty).
+fn calls(
+    inputs: &Inputs<'_>,
+    preferred: Option<&str>,
+    chosen: Vec<(Candidate, Option<Reason>)>,
+) -> Calls {
+    let (available, notice) = availability(inputs, preferred, &chosen);
+    let (choice, record, selected, waits_for) = match chosen.as_slice() {
+        [(candidate, Some(reason))] => {
+            let choice = Recorded::from(candidate);
+            let new = Recorded::of(inputs.obj).as_ref() != Some(&choice);
+            let record = new.then(|| choice.clone());
+            let selected =
+                (new && *reason != Reason::Preferred).then(|| chose(candidate, *reason, preferred));
+            (Some(choice), record, selected, None)
+        }
+        _ => {
+            let served: BTreeSet<String> = chosen.iter().map(|(c, _)| c.plugin.clone()).collect();
+            (None, None, None, Some(Need::PluginBeyond(served)))
+        }
+    };
+    Calls {
+        targets: chosen.into_iter().map(|(c, _)| c).collect(),
+        choice,
+        record,
+        selected,
+        available,
+        notice,
+        waits_for,
+    }
+}
+
+/// `PluginAvailable` while the `chosen` are called, and a Warning about
+/// the preference when its reason is new on the object.
+fn availability(
+    inputs: &Inputs<'_>,
+    preferred: Option<&str>,
+    chosen: &[(Candidate, Option<Reason>)],
+) -> (Condition, Option<(&'static str, String)>) {
     let labels = chosen
         .iter()
         .map(|(c, _)| {
@@ -207,13 +251,13 @@ pub(crate) fn apply(inputs: &Inputs<'_>) -> Plan {
         .collect::<Vec<_>>()
         .join(", ");
     // With one implementation chosen, say so when it is not the preferred.
-    let preference = match chosen.as_slice() {
+    let preference = match chosen {
         [(candidate, Some(_))] => {
             Preference::of(preferred, candidate, inputs.ever_offered).notice(candidate)
         }
         _ => None,
     };
-    let (available, notice) = match preference {
+    match preference {
         Some((reason, notice)) => (
             Condition::new(
                 types::PLUGIN_AVAILABLE,
@@ -222,37 +266,14 @@ pub(crate) fn apply(inputs: &Inputs<'_>) -> Plan {
                 format!("{labels}; {notice}"),
             ),
             // Once per change of reason, not once per reconcile.
-            (previous_reason(obj, types::PLUGIN_AVAILABLE) != Some(reason))
+            (previous_reason(inputs.obj, types::PLUGIN_AVAILABLE) != Some(reason))
                 .then_some((reason, notice)),
         ),
         None => (
             Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", labels),
             None,
         ),
-    };
-    let (choice, record, selected, waits_for) = match chosen.as_slice() {
-        [(candidate, Some(reason))] => {
-            let choice = Recorded::from(candidate);
-            let new = Recorded::of(obj).as_ref() != Some(&choice);
-            let record = new.then(|| choice.clone());
-            let selected =
-                (new && *reason != Reason::Preferred).then(|| chose(candidate, *reason, preferred));
-            (Some(choice), record, selected, None)
-        }
-        _ => {
-            let served: BTreeSet<String> = chosen.iter().map(|(c, _)| c.plugin.clone()).collect();
-            (None, None, None, Some(Need::PluginBeyond(served)))
-        }
-    };
-    Plan::Call(Box::new(Calls {
-        targets: chosen.into_iter().map(|(c, _)| c).collect(),
-        choice,
-        record,
-        selected,
-        available,
-        notice,
-        waits_for,
-    }))
+    }
 }
 
 /// The note of the `ImplementationSelected` Event.

@@ -37,7 +37,7 @@ use super::wait::wait_for_plugin;
 use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, plan, write};
 use crate::selection::{self, Recorded, Selection};
-use crate::status::{Condition, OperatorConditions, types};
+use crate::status::OperatorConditions;
 use crate::waiting::Need;
 
 /// The annotation that asks for a new choice of implementation.
@@ -85,19 +85,7 @@ pub(super) async fn reselect<B: Backend>(
         }
         // The old plugin's fields go with its field manager's empty apply.
         write::clear_plugin_status(&live, core, &target.plugin).await?;
-        let conditions = OperatorConditions {
-            plugin_available: Condition::unknown(
-                types::PLUGIN_AVAILABLE,
-                "Reselecting",
-                format!("left {}; choosing again", recorded.implementation),
-            ),
-            extensions_resolved: Condition::unknown(
-                types::EXTENSIONS_RESOLVED,
-                "Pending",
-                "not resolved yet",
-            ),
-            reconciled: Condition::unknown(types::RECONCILED, "Pending", "choosing again"),
-        };
+        let conditions = OperatorConditions::reselecting(&recorded.implementation);
         let plugin = (PluginFields::Dropped, &[][..]);
         write::operator_status(&live, core, None, &conditions, plugin).await?;
     }

@@ -7,7 +7,7 @@ use super::plan::Wait;
 use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, write};
 use crate::selection::Recorded;
-use crate::status::{Condition, OperatorConditions, types};
+use crate::status::OperatorConditions;
 use crate::waiting::Need;
 
 /// Records that `obj` waits, writes why, and tells a person when someone
@@ -46,15 +46,8 @@ pub(super) async fn wait_for_plugin<B: Backend>(
         tracing::debug!("waiting for the recorded plugin to register after the start");
         return Ok(Outcome::WaitingForPlugin);
     }
-    let conditions = OperatorConditions {
-        plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message.clone()),
-        extensions_resolved: Condition::unknown(
-            types::EXTENSIONS_RESOLVED,
-            "Pending",
-            "resolved once a plugin is available",
-        ),
-        reconciled: Outcome::WaitingForPlugin.condition(),
-    };
+    let reconciled = Outcome::WaitingForPlugin.condition();
+    let conditions = OperatorConditions::waiting_for_plugin(reason, &message, reconciled);
     let plugin = (PluginFields::Kept, &[][..]);
     write::operator_status(obj, core, Recorded::of(obj).as_ref(), &conditions, plugin).await?;
     // Waiting out the start-up grace is routine and ends by itself; the

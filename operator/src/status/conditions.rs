@@ -56,6 +56,59 @@ pub struct OperatorConditions {
 }
 
 impl OperatorConditions {
+    /// Waiting for a plugin: `PluginAvailable=False` with `reason` and
+    /// `message`, the extensions not resolved yet, and `reconciled` (the
+    /// wait's outcome).
+    pub fn waiting_for_plugin(reason: &str, message: &str, reconciled: Condition) -> Self {
+        Self {
+            plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message),
+            extensions_resolved: Condition::unknown(
+                types::EXTENSIONS_RESOLVED,
+                "Pending",
+                "resolved once a plugin is available",
+            ),
+            reconciled,
+        }
+    }
+
+    /// Cleaning up before the object goes: its plugin is there and its
+    /// extensions resolved; `reconciled` says how the clean-up stands.
+    pub fn finalizing(reconciled: Condition) -> Self {
+        Self {
+            plugin_available: Condition::new(
+                types::PLUGIN_AVAILABLE,
+                true,
+                "PluginReady",
+                "finalizing",
+            ),
+            extensions_resolved: Condition::new(
+                types::EXTENSIONS_RESOLVED,
+                true,
+                "Resolved",
+                "finalizing",
+            ),
+            reconciled,
+        }
+    }
+
+    /// Moved off `implementation` (`kplug.io/reselect`): everything is
+    /// pending until the next choice.
+    pub fn reselecting(implementation: &str) -> Self {
+        Self {
+            plugin_available: Condition::unknown(
+                types::PLUGIN_AVAILABLE,
+                "Reselecting",
+                format!("left {implementation}; choosing again"),
+            ),
+            extensions_resolved: Condition::unknown(
+                types::EXTENSIONS_RESOLVED,
+                "Pending",
+                "not resolved yet",
+            ),
+            reconciled: Condition::unknown(types::RECONCILED, "Pending", "choosing again"),
+        }
+    }
+
     /// `Ready`: true when the others are; else false with the reason and
     /// message of the first one that is not.
     pub fn ready(&self) -> Condition {
