@@ -1,6 +1,15 @@
 //! Cleaning up before an object goes: `Finalize` on the recorded
 //! implementation's plugin, then the finalizer is removed. Also the first
 //! half of a move to another implementation ([`super::reselect`]).
+//!
+//! The finalizer is kube-runtime's protocol, written the way its
+//! `finalizer` helper writes it (JSON patches with `test` operations, so
+//! that a concurrent change of the list fails the write instead of being
+//! overwritten), but not with the helper itself: the helper adds the
+//! finalizer in a write of its own and ends the reconcile there, and kplug
+//! records the choice of implementation in the same write
+//! ([`super::record`]), before the first call, one request per new object
+//! instead of two and a second reconcile.
 
 use kplug_proto::v1::{Capability, HookPhase};
 use kube::ResourceExt;
