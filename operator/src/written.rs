@@ -21,6 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -55,9 +56,17 @@ pub(crate) fn fingerprint(status: Option<&Value>) -> u64 {
 /// echo was missed (a failed write, a relist), and are dropped first.
 const UNECHOED: usize = 8;
 
+/// How long after its last status write an object's cache is taken to be
+/// behind it ([`Written::behind`]): an echo comes within a second or two; a
+/// write whose echo never comes (one the API server refused after it was
+/// remembered, or missed in a relist) must not hold the object longer.
+const BEHIND_FOR: Duration = Duration::from_secs(10);
+
 /// What is known of one object.
 #[derive(Debug, Default)]
 struct Seen {
+    /// When the operator last wrote its status.
+    last_write: Option<Instant>,
     /// The last generation seen.
     generation: Option<i64>,
     /// Fingerprints of the statuses written and not yet seen on the watch,
@@ -77,11 +86,39 @@ impl Written {
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
         let written = fingerprint(Some(status));
+        entry.last_write = Some(Instant::now());
         if entry.written.back() != Some(&written) {
             if entry.written.len() == UNECHOED {
                 entry.written.pop_front();
             }
             entry.written.push_back(written);
+        }
+    }
+
+    /// Forgets the write of `status` to `obj` just remembered: the API
+    /// server refused it, so no echo of it will come.
+    pub(crate) fn refused(&self, obj: &DynamicObject, status: &Value) {
+        let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = objects.get_mut(&obj.uid().unwrap_or_default())
+            && entry.written.back() == Some(&fingerprint(Some(status)))
+        {
+            entry.written.pop_back();
+        }
+    }
+
+    /// Remembers that a write of `obj`'s metadata (the record of its
+    /// choice and finalizer) will be echoed with `status`, its status as it
+    /// is: that echo is the operator's own, and wakes nothing. It is the
+    /// oldest of the writes not echoed yet, never the last status written.
+    pub(crate) fn expect_echo(&self, obj: &DynamicObject, status: &Value) {
+        let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = objects.entry(obj.uid().unwrap_or_default()).or_default();
+        let echo = fingerprint(Some(status));
+        if !entry.written.contains(&echo) {
+            if entry.written.len() == UNECHOED {
+                entry.written.pop_back();
+            }
+            entry.written.push_front(echo);
         }
     }
 
@@ -111,8 +148,9 @@ impl Written {
         let Some(entry) = objects.get(&obj.uid().unwrap_or_default()) else {
             return false;
         };
+        let recent = entry.last_write.is_some_and(|at| at.elapsed() < BEHIND_FOR);
         let seen = fingerprint(obj.data.get("status"));
-        entry.written.back() != Some(&seen) && entry.written.contains(&seen)
+        recent && entry.written.back() != Some(&seen) && entry.written.contains(&seen)
     }
 
     /// Whether this version of `obj` needs a reconcile: its generation is
@@ -247,6 +285,32 @@ mod tests {
         assert!(
             !written.behind(&obj(1, json!({"implementation": "X"}))),
             "someone else's status is not ours to call behind"
+        );
+    }
+
+    #[test]
+    fn the_echo_of_a_record_is_ours_and_never_the_last_write() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        written.record(&obj(1, json!({})), &ours());
+        // A second reconcile from a stale copy records its metadata again.
+        written.expect_echo(&obj(1, json!({})), &json!({}));
+        assert!(!written.behind(&obj(1, ours())), "the status last written");
+        assert!(written.behind(&obj(1, json!({}))));
+        assert!(!written.wakes(&obj(1, json!({}))), "the record's echo");
+        assert!(!written.wakes(&obj(1, ours())));
+    }
+
+    #[test]
+    fn a_refused_write_is_not_waited_for() {
+        let written = Written::default();
+        assert!(written.wakes(&obj(1, json!({}))));
+        written.record(&obj(1, json!({})), &pending());
+        written.record(&obj(1, json!({})), &ours());
+        written.refused(&obj(1, json!({})), &ours());
+        assert!(
+            !written.behind(&obj(1, pending())),
+            "its last write is the one that went out"
         );
     }
 

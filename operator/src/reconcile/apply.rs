@@ -31,6 +31,11 @@ pub(super) async fn apply<B: Backend>(
         Plan::Wait(wait) => return wait_for_plugin(obj, core, wait).await,
         Plan::Call(calls) => calls,
     };
+    // Behind this process's own writes: nothing to do from this copy (its
+    // record would fail its tests, its call would be from the past).
+    if let Some(outcome) = remembered_behind(obj, core) {
+        return Ok(outcome);
+    }
     let Some(_places) = take_places(obj, core, &calls) else {
         return Ok(Outcome::Busy);
     };
@@ -200,6 +205,11 @@ fn behind<B: Backend>(
             None
         };
     }
+    remembered_behind(obj, core)
+}
+
+/// Whether the cached `obj` is behind what this process wrote to it.
+fn remembered_behind<B: Backend>(obj: &DynamicObject, core: &Core<B>) -> Option<Outcome> {
     match core.recent.behind(obj) {
         Some(Behind::Finalized) => Some(Outcome::Vanished),
         Some(Behind::Choice) => Some(Outcome::Stale),

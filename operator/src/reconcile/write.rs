@@ -211,14 +211,15 @@ pub(super) async fn operator_status<B>(
         return Ok(obj.clone());
     }
     let params = PatchParams::apply(manager).force();
-    core.api(obj)
-        .patch_status(
-            &obj.name_any(),
-            &params,
-            &Patch::Apply(status::apply_body(obj, status)),
-        )
-        .await
-        .map_err(|e| ReconcileError::new("writing the status", obj, e))
+    let body = status::apply_body(obj, status.clone());
+    let written = core
+        .api(obj)
+        .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
+        .await;
+    written.map_err(|e| {
+        core.written.refused(obj, &status);
+        ReconcileError::new("writing the status", obj, e)
+    })
 }
 
 /// Applies `plugin`'s part of the status of the extensions it answered
@@ -366,7 +367,7 @@ pub(super) async fn record<B>(
     // after the status write that follows the call: remembered as the
     // operator's own, it wakes nothing (crate::written).
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    core.written.record(obj, &status);
+    core.written.expect_echo(obj, &status);
     patch_json(obj, core, Value::Array(ops), what)
         .await
         .map(Some)

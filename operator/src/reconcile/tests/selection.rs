@@ -193,8 +193,18 @@ async fn with_every_plugin_the_first_failure_is_the_outcome() {
     assert!(world.counted("ok", "a"));
     world.core.backend.answer("a", Ok(ok(json!({}))));
     world.core.backend.answer("b", Ok(ok(json!({}))));
+    // The object as the cache has it after the first reconcile's writes (a
+    // copy from before them is behind them: it would be looked at again).
+    let mut again = hello();
+    again["status"] = world.operator_status();
+    again["metadata"]["finalizers"] = json!(["kplug.io/finalizer"]);
     assert_eq!(
         world.reconcile(&hello()).await.unwrap(),
+        Action::requeue(Duration::from_millis(200)),
+        "a copy from before its writes"
+    );
+    assert_eq!(
+        world.reconcile(&again).await.unwrap(),
         Action::requeue(RESYNC)
     );
     assert_eq!(
