@@ -39,6 +39,17 @@ fn calls_for(w: &World, name: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Leaves `kplug.test/extra-status` out of table `name`, with a new
+/// generation, so that its plugins answer again without their extra field.
+async fn drop_extra_status(w: &World, name: &str) {
+    w.merge_table(
+        name,
+        json!({"metadata": {"annotations": {"kplug.test/extra-status": null}},
+               "spec": {"columns": [{"name": "id", "type": "uint64"}]}}),
+    )
+    .await;
+}
+
 /// How many Events of the test's namespace regard an object of `kind`
 /// (a series counts once).
 async fn events_about(w: &World, kind: &str) -> usize {
@@ -233,12 +244,7 @@ async fn a_status_field_the_plugin_stops_reporting_is_removed() {
     .await;
     // The annotation goes, and a new generation makes the plugin answer
     // again, without the field.
-    w.merge_table(
-        "dropper",
-        json!({"metadata": {"annotations": {"kplug.test/extra-status": null}},
-               "spec": {"columns": [{"name": "id", "type": "uint64"}]}}),
-    )
-    .await;
+    drop_extra_status(&w, "dropper").await;
     let table = w
         .table_until("dropper", "the field removed", T, |t| {
             match t.data.pointer("/status/note-mariadb") {
@@ -291,12 +297,7 @@ async fn under_selection_all_each_plugins_fields_are_kept_apart() {
             .ok_or(plugins)
     })
     .await;
-    w.merge_table(
-        "shared",
-        json!({"metadata": {"annotations": {"kplug.test/extra-status": null}},
-               "spec": {"columns": [{"name": "id", "type": "uint64"}]}}),
-    )
-    .await;
+    drop_extra_status(&w, "shared").await;
     let table = w
         .table_until("shared", "postgresql's field removed", T, |t| {
             match t.data.pointer("/status/note-postgresql") {
