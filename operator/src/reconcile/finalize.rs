@@ -22,6 +22,7 @@ use super::plan::{self, FinalizePlan, Known};
 use super::wait::wait_for_plugin;
 use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, call, hooks, write};
+use crate::plugin::PluginInstance;
 use crate::selection::{Candidate, Recorded};
 use crate::status::OperatorConditions;
 
@@ -81,34 +82,7 @@ pub(super) async fn finalize_on<B: Backend>(
         else {
             return Ok(Some(Outcome::Busy));
         };
-        let found = &resolution.found;
-        let before = HookPhase::BeforeFinalize;
-        let outcome = match hooks::run(obj, core, before, candidate, found, None).await {
-            Some(stopped) => stopped,
-            None => {
-                let outcome = if instance.has(Capability::Finalize) {
-                    let called = call::finalize(obj, core, &instance, candidate, found).await;
-                    if let Some(answer) = &called.answer {
-                        let events = &answer.events;
-                        let call = Call::Finalize.name();
-                        write::plugin_events(core, &instance.name, events, call).await;
-                    }
-                    called.outcome
-                } else {
-                    Outcome::Done {
-                        call: Call::Finalize,
-                        plugin: instance.label(),
-                        message: "no Finalize: nothing to clean up".into(),
-                    }
-                };
-                let after = Some(hooks::After(&outcome));
-                let phase = HookPhase::AfterFinalize;
-                match hooks::run(obj, core, phase, candidate, found, after).await {
-                    Some(stopped) => stopped,
-                    None => outcome,
-                }
-            }
-        };
+        let outcome = finalize_one(obj, core, &instance, candidate, &resolution.found).await;
         if let Outcome::Done { .. } = outcome {
             continue;
         }
@@ -121,4 +95,39 @@ pub(super) async fn finalize_on<B: Backend>(
         return Ok(Some(outcome));
     }
     Ok(None)
+}
+
+/// Calls Finalize on `candidate` (served by `instance`), with the hooks
+/// before and after it: what it came to.
+async fn finalize_one<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    instance: &PluginInstance,
+    candidate: &Candidate,
+    found: &[DynamicObject],
+) -> Outcome {
+    let before = HookPhase::BeforeFinalize;
+    if let Some(stopped) = hooks::run(obj, core, before, candidate, found, None).await {
+        return stopped;
+    }
+    let outcome = if instance.has(Capability::Finalize) {
+        let called = call::finalize(obj, core, instance, candidate, found).await;
+        if let Some(answer) = &called.answer {
+            let events = &answer.events;
+            let call = Call::Finalize.name();
+            write::plugin_events(core, &instance.name, events, call).await;
+        }
+        called.outcome
+    } else {
+        Outcome::Done {
+            call: Call::Finalize,
+            plugin: instance.label(),
+            message: "no Finalize: nothing to clean up".into(),
+        }
+    };
+    let after = Some(hooks::After(&outcome));
+    let phase = HookPhase::AfterFinalize;
+    hooks::run(obj, core, phase, candidate, found, after)
+        .await
+        .unwrap_or(outcome)
 }

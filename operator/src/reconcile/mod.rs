@@ -17,14 +17,21 @@
 //!    until it exists), and the cache is checked against this process's
 //!    own writes, without a read ([`recent`]).
 //! 5. [`call`]: each target (concurrently under `--selection all`, each in
-//!    its own plugin's share), with its hooks. Nothing is written; each
-//!    call ends in an [`Outcome`] ([`outcome`]), the one place that says
-//!    what it means: the `Reconciled` condition, the Warning Event, the
-//!    metric label and when to look again.
+//!    its own plugin's share), with its hooks ([`hooks`]). The call writes
+//!    nothing; each ends in an [`Outcome`] ([`outcome`]), the one place
+//!    that says what it means: the `Reconciled` condition, the Warning
+//!    Event, the metric label and when to look again. A hook's answer
+//!    (its status under `status.hooks`, its Events) is written by the
+//!    write module's `HookWriter`, as an async hook's comes after the
+//!    reconcile returned.
 //! 6. [`write`](mod@write): at most one status apply (the plugin's fields,
 //!    the operator's conditions, `status.implementation` and
 //!    `observedGeneration`, under the operator's field manager; skipped
-//!    when it would change nothing), then the Events.
+//!    when it would change nothing), then the Events. The status is a
+//!    typed value built in one place (`status::OperatorStatus`).
+//!
+//! Only [`record`] and [`write`](mod@write) send requests to the API
+//! server; the wait, finalize and reselect steps go through them too.
 //!
 //! A new object costs three requests: the record, the status, and the
 //! plugin's Event when it has one; four with an extension whose status

@@ -65,20 +65,11 @@ pub(super) async fn reselect<B: Backend>(
     };
     if let Some(recorded) = &recorded {
         let candidates = core.backend.candidates(&core.kind());
-        let target = match selection::select(Some(recorded), None, &candidates) {
-            Selection::Chosen { candidate, .. } => candidate,
-            _ => {
-                let message = format!(
-                    "cannot move to another implementation yet: {} has no ready plugin to clean up with Finalize first; waiting for it (to give up the move, remove the annotation {RESELECT})",
-                    recorded.implementation
-                );
-                let wait = plan::Wait {
-                    need: Need::Recorded(recorded.clone()),
-                    reason: "PluginUnavailable",
-                    message,
-                };
-                return wait_for_plugin(&live, core, wait).await.map(Some);
-            }
+        let Selection::Chosen {
+            candidate: target, ..
+        } = selection::select(Some(recorded), None, &candidates)
+        else {
+            return wait_for_old_plugin(&live, core, recorded).await.map(Some);
         };
         if let Some(outcome) = finalize_on(&live, core, std::slice::from_ref(&target)).await? {
             return Ok(Some(outcome));
@@ -93,7 +84,34 @@ pub(super) async fn reselect<B: Backend>(
     if recorded.is_some() {
         core.recent.chose(&live, None);
     }
-    let (severity, reason, message) = match (&recorded, all) {
+    let (severity, reason, message) = reselected(recorded.as_ref(), all);
+    write::event(core, &live, severity, reason, "Reselect", message).await;
+    Ok(Some(Outcome::Reselected))
+}
+
+/// The old implementation has no ready plugin to clean up with: wait for
+/// it, and say so.
+async fn wait_for_old_plugin<B: Backend>(
+    live: &DynamicObject,
+    core: &Core<B>,
+    recorded: &Recorded,
+) -> Result<Outcome, ReconcileError> {
+    let message = format!(
+        "cannot move to another implementation yet: {} has no ready plugin to clean up with Finalize first; waiting for it (to give up the move, remove the annotation {RESELECT})",
+        recorded.implementation
+    );
+    let wait = plan::Wait {
+        need: Need::Recorded(recorded.clone()),
+        reason: "PluginUnavailable",
+        message,
+    };
+    wait_for_plugin(live, core, wait).await
+}
+
+/// The Event that says the move is done (or, under `--selection all`, that
+/// it had no effect).
+fn reselected(recorded: Option<&Recorded>, all: bool) -> (EventType, &'static str, String) {
+    match (recorded, all) {
         (_, true) => (
             EventType::Warning,
             "ReselectIgnored",
@@ -119,7 +137,5 @@ pub(super) async fn reselect<B: Backend>(
             "Reselected",
             "no implementation was recorded yet; choosing one".to_owned(),
         ),
-    };
-    write::event(core, &live, severity, reason, "Reselect", message).await;
-    Ok(Some(Outcome::Reselected))
+    }
 }

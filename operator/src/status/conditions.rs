@@ -1,7 +1,7 @@
-//! The operator's conditions: one condition, the four the operator owns,
-//! and rendering them into `status.conditions` with stable transition times.
+//! The operator's conditions: one condition, and the four the operator
+//! owns (rendered into `status.conditions` by [`super::operator`]).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::types;
 
@@ -153,41 +153,6 @@ pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }
 
-/// Renders conditions as Kubernetes condition objects, keeping each
-/// `lastTransitionTime` from `previous` (the object's current
-/// `status.conditions`) when the status did not change.
-pub fn render_conditions(
-    previous: Option<&Value>,
-    conditions: &[Condition],
-    generation: Option<i64>,
-) -> Vec<Value> {
-    // Whole seconds, like metav1.Time.
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    conditions
-        .iter()
-        .map(|c| {
-            let before = find_condition(previous, &c.type_);
-            let since = before
-                .filter(|p| p.get("status").and_then(Value::as_str) == Some(c.status))
-                .and_then(|p| p.get("lastTransitionTime").and_then(Value::as_str))
-                .map_or_else(|| now.clone(), str::to_owned);
-            let mut out = json!({
-                "type": c.type_,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "lastTransitionTime": since,
-            });
-            if let Some(g) = generation {
-                out["observedGeneration"] = json!(g);
-            }
-            out
-        })
-        .collect()
-}
-
 /// Names `trace` in the `Reconciled` condition's message, so that a user
 /// can go from an object to the trace of the reconcile that brought its
 /// current state. A reconcile that changes nothing keeps the trace id
@@ -225,6 +190,8 @@ fn without_trace(message: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -244,24 +211,6 @@ mod tests {
             (ready.status, ready.reason.as_str()),
             ("False", "ExtensionNotFound")
         );
-    }
-
-    #[test]
-    fn transition_time_is_kept_while_status_is_unchanged() {
-        let previous = json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
-        let same = render_conditions(
-            Some(&previous),
-            &[Condition::new("Ready", true, "R", "")],
-            Some(3),
-        );
-        assert_eq!(same[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
-        assert_eq!(same[0]["observedGeneration"], 3);
-        let flipped = render_conditions(
-            Some(&previous),
-            &[Condition::new("Ready", false, "R", "")],
-            None,
-        );
-        assert_ne!(flipped[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
     }
 
     #[test]

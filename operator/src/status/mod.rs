@@ -23,16 +23,17 @@
 //! - The CRD has a status subresource, and its status schema accepts the
 //!   plugin's fields (e.g. `x-kubernetes-preserve-unknown-fields: true`).
 //!
-//! The conditions the operator writes are in `conditions`; the checks of
-//! what a plugin returns in `response`.
+//! The conditions the operator writes are in `conditions`, the status it
+//! applies in `operator`; the checks of what a plugin returns in
+//! `response`.
 
 mod conditions;
+mod operator;
 mod response;
 mod unchanged;
 
-pub use conditions::{
-    Condition, OperatorConditions, find_condition, mark_trace, render_conditions,
-};
+pub use conditions::{Condition, OperatorConditions, find_condition};
+pub use operator::{Choice, OperatorStatus};
 pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};
 pub use unchanged::{holds_applied, holds_manager_part, kept_plugin_fields, owned_status_keys};
 

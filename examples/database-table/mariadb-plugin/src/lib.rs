@@ -240,7 +240,6 @@ impl Plugin for MariaDbPlugin {
             .collect();
         let name = quote(&table.name);
         let mut response = Response::ok();
-        let summary;
         if existing.is_empty() {
             let columns: Vec<String> = table
                 .columns
@@ -252,7 +251,6 @@ impl Plugin for MariaDbPlugin {
                 columns.join(", ")
             ))
             .await?;
-            summary = format!("created with engine {engine}");
             response = response.event(
                 "TableCreated",
                 format!(
@@ -294,7 +292,7 @@ impl Plugin for MariaDbPlugin {
                     current_engine.unwrap_or_default()
                 ));
             }
-            summary = parts.join(", ");
+            let summary = parts.join(", ");
             if !clauses.is_empty() {
                 // One statement: MariaDB applies it completely or not at all.
                 conn.query_drop(format!("ALTER TABLE {name} {}", clauses.join(", ")))
@@ -310,8 +308,18 @@ impl Plugin for MariaDbPlugin {
             .exec_first("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", (table.name.as_str(),))
             .await?;
         let rows = rows.unwrap_or(0);
+        // The message says how the table is, not what this call did (that
+        // is the Event's): the same answer on every reconcile of an
+        // unchanged table is no status write.
+        let state = format!(
+            "table {} on {}: {} columns, engine {}",
+            table.name,
+            spec.server_name,
+            table.columns.len(),
+            actual_engine.as_deref().unwrap_or_default()
+        );
         response = response
-            .message(format!("table {} on {}: {summary}", table.name, spec.server_name))
+            .message(state)
             .status(json!({"table": table.name, "server": spec.server_name, "columns": table.columns.len(), "rows": rows}))
             .condition("TableReady", Some(true), "UpToDate", format!("{} columns, engine {}", table.columns.len(), actual_engine.clone().unwrap_or_default()));
         if let Some(extension) = extension {

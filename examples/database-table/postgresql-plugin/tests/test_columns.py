@@ -73,7 +73,7 @@ def test_creates_the_table_with_every_type(
     assert relkind == "r"
     assert comment == f"managed by kplug: DatabaseTable {NAMESPACE}/{name}"
     assert result.status == {"table": f"public.{name}", "columns": 7, "server": "main"}
-    assert result.conditions["TableReady"][:2] == ("TRUE", "Changed")
+    assert result.conditions["TableReady"][:2] == ("TRUE", "UpToDate")
     assert result.event_reasons == ["TableCreated"]
     assert name in result.events[0][1]
     # The largest uint64 fits.
@@ -123,7 +123,9 @@ def test_reconciling_twice_changes_nothing(
 
     assert second.outcome == "OK", second.message
     assert second.events == []
-    assert "up to date" in second.message
+    # It says how the table is, in the same words: no status write.
+    assert second.message == first.message
+    assert f"table public.{name} on server main: 3 columns" in second.message
     assert second.conditions["TableReady"][:2] == ("TRUE", "UpToDate")
     assert second.status == first.status
     # The catalog rows were not rewritten: no DDL ran at all.

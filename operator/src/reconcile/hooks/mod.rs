@@ -16,7 +16,9 @@
 //! manager of its own (`kplug-plugin-<plugin>-hook-<hook>`), so that it
 //! neither removes nor is removed by the plugin's Reconcile status or its
 //! other hooks. Those writes do not wake the object: only the operator's
-//! part of the status does ([`crate::written`]).
+//! part of the status does ([`crate::written`]). This module calls the
+//! hooks; what their answers write, the write module does
+//! ([`HookWriter`]).
 
 mod queue;
 
@@ -26,13 +28,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kplug_proto::v1::{self, GroupKind, Hook, HookBehaviour, HookPhase, HookRequest};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::EventType;
-use kube::{Client, Resource, ResourceExt};
-use serde_json::{Value, json};
+use kube::api::DynamicObject;
 
+use super::write::HookWriter;
 use super::{Backend, Core, Outcome, call};
-use crate::events::Events;
 use crate::metrics::{CallOutcome, HookId, HookMetrics};
 use crate::plugin::{PluginInstance, same_kind};
 use crate::selection::Candidate;
@@ -131,26 +130,20 @@ struct NotOk {
 /// async hook runs after it returned).
 #[derive(Clone)]
 struct Context {
-    client: Client,
-    api_resource: ApiResource,
-    namespaced: bool,
-    events: Events,
+    writer: HookWriter,
     metrics: HookMetrics,
 }
 
 impl Context {
     fn of<B>(core: &Core<B>) -> Self {
         Self {
-            client: core.client.clone(),
-            api_resource: core.target.api_resource.clone(),
-            namespaced: core.target.namespaced,
-            events: core.events.clone(),
+            writer: HookWriter::of(core),
             metrics: core.metrics.hooks().clone(),
         }
     }
 
-    /// Calls one hook and applies its answer: its status, its Events, its
-    /// metrics. `Err` when it was not OK, with why.
+    /// Calls one hook and has its answer written: its status, its Events;
+    /// counts it. `Err` when it was not OK, with why.
     async fn call(
         &self,
         declared: &Declared,
@@ -188,23 +181,7 @@ impl Context {
         };
         instance.count_answer("Hook", answered);
         self.metrics.count(declared.id(), answered.label());
-        if let Err(error) = self.write_status(declared, obj, &checked).await {
-            return Err(failed(format!(
-                "the API server refused its status: {error}"
-            )));
-        }
-        for event in &checked.events {
-            self.events
-                .publish_from_plugin(
-                    instance.name(),
-                    &event.regarding,
-                    event.severity,
-                    &event.reason,
-                    "Hook",
-                    event.message.clone(),
-                )
-                .await;
-        }
+        self.write(declared, obj, &checked).await.map_err(failed)?;
         match checked.outcome {
             v1::Outcome::Ok => Ok(()),
             _ => Err(NotOk {
@@ -221,42 +198,22 @@ impl Context {
         }
     }
 
-    /// Writes the hook's status under `status.hooks.<plugin>`.
-    async fn write_status(
+    /// Has a checked answer written: its status, then its Events.
+    async fn write(
         &self,
         declared: &Declared,
         obj: &DynamicObject,
         checked: &Checked,
-    ) -> Result<(), kube::Error> {
-        let Some(status) = &checked.status else {
-            return Ok(());
-        };
-        let api: Api<DynamicObject> = match obj.namespace() {
-            Some(ns) if self.namespaced => {
-                Api::namespaced_with(self.client.clone(), &ns, &self.api_resource)
-            }
-            _ => Api::all_with(self.client.clone(), &self.api_resource),
-        };
-        let manager = format!(
-            "{}-hook-{}",
-            status::plugin_manager(declared.instance.name()),
-            declared.hook.name
-        );
-        let body = json!({ "hooks": { declared.instance.name(): Value::Object(status.clone()) } });
-        api.patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(&manager).force(),
-            &Patch::Apply(status::apply_body(obj, body)),
-        )
-        .await
-        .map(drop)
-    }
-
-    async fn warn(&self, obj: &DynamicObject, reason: &str, note: String) {
-        let reference = obj.object_ref(&self.api_resource);
-        self.events
-            .publish(&reference, EventType::Warning, reason, "Hook", note)
-            .await;
+    ) -> Result<(), String> {
+        let plugin = declared.instance.name();
+        if let Some(status) = &checked.status {
+            self.writer
+                .status(plugin, &declared.hook.name, obj, status)
+                .await
+                .map_err(|error| format!("the API server refused its status: {error}"))?;
+        }
+        self.writer.plugin_events(plugin, &checked.events).await;
+        Ok(())
     }
 }
 
@@ -302,61 +259,26 @@ pub(super) async fn run<B: Backend>(
             )
         })
         .unwrap_or_default();
-    // Serializing a DynamicObject cannot fail.
-    let json = |o: &DynamicObject| serde_json::to_vec(o).unwrap_or_default();
-    let (outcome, message) = after
-        .as_ref()
-        .map_or_else(|| (v1::Outcome::Unspecified, String::new()), After::outcome);
+    let template = request(obj, phase, candidate, &sent, after.as_ref());
     let context = Context::of(core);
     for declared in hooks {
         let request = HookRequest {
             hook: declared.hook.name.clone(),
-            phase: phase as i32,
-            implementation: candidate.implementation.clone(),
-            object: json(obj),
-            extensions: sent.iter().map(json).collect(),
-            outcome: outcome as i32,
-            message: message.clone(),
+            ..template.clone()
         };
-        match HookBehaviour::try_from(declared.hook.behaviour) {
-            Ok(HookBehaviour::Async) => {
-                let job = (context.clone(), declared.clone(), obj.clone(), sent.clone());
-                let queued = core.hook_queue.push(async move {
-                    let (context, declared, obj, sent) = job;
-                    if let Err(not_ok) = context.call(&declared, request, &obj, &sent).await {
-                        let note = format!("{} failed: {}", declared.describe(), not_ok.message);
-                        context.warn(&obj, "HookFailed", note).await;
-                    }
-                });
-                if !queued {
-                    context.metrics.count(declared.id(), "dropped");
-                    let note = format!(
-                        "{} was not called: the async hook queue is full (--async-hook-queue); hooks that hang or are slow fill it",
-                        declared.describe()
-                    );
-                    context.warn(obj, "HookDropped", note).await;
-                }
-            }
-            Ok(HookBehaviour::SyncBypass) => {
-                if let Err(not_ok) = context.call(&declared, request, obj, &sent).await {
-                    let note = format!(
-                        "{} failed: {}; going on, as the hook asks",
-                        declared.describe(),
-                        not_ok.message
-                    );
-                    context.warn(obj, "HookFailed", note).await;
-                }
-            }
+        let call = Call {
+            context: &context,
+            declared,
+            request,
+            obj,
+            sent: &sent,
+        };
+        match HookBehaviour::try_from(call.declared.hook.behaviour) {
+            Ok(HookBehaviour::Async) => call.queue(&core.hook_queue).await,
+            Ok(HookBehaviour::SyncBypass) => call.bypassing().await,
             Ok(HookBehaviour::SyncEnforce) => {
-                if let Err(not_ok) = context.call(&declared, request, obj, &sent).await {
-                    return Some(Outcome::HookStopped {
-                        plugin: declared.instance.label(),
-                        hook: declared.hook.name.clone(),
-                        phase: phase_name(phase as i32),
-                        implementation: candidate.implementation.clone(),
-                        message: not_ok.message,
-                        retry_after: not_ok.retry_after,
-                    });
+                if let Some(stopped) = call.enforcing(phase, candidate).await {
+                    return Some(stopped);
                 }
             }
             // `hooks()` only yields known behaviours.
@@ -364,6 +286,105 @@ pub(super) async fn run<B: Backend>(
         }
     }
     None
+}
+
+/// The request every hook at `phase` gets, but for the hook's name.
+fn request(
+    obj: &DynamicObject,
+    phase: HookPhase,
+    candidate: &Candidate,
+    sent: &[DynamicObject],
+    after: Option<&After<'_>>,
+) -> HookRequest {
+    // Serializing a DynamicObject cannot fail.
+    let json = |o: &DynamicObject| serde_json::to_vec(o).unwrap_or_default();
+    let (outcome, message) =
+        after.map_or_else(|| (v1::Outcome::Unspecified, String::new()), After::outcome);
+    HookRequest {
+        hook: String::new(),
+        phase: phase as i32,
+        implementation: candidate.implementation.clone(),
+        object: json(obj),
+        extensions: sent.iter().map(json).collect(),
+        outcome: outcome as i32,
+        message,
+    }
+}
+
+/// One hook to call now, by its behaviour.
+struct Call<'a> {
+    context: &'a Context,
+    declared: Declared,
+    request: HookRequest,
+    obj: &'a DynamicObject,
+    sent: &'a [DynamicObject],
+}
+
+impl Call<'_> {
+    /// `async`: onto the queue, never waited for; a full queue drops it.
+    async fn queue(self, queue: &HookQueue) {
+        let Call {
+            context,
+            declared,
+            request,
+            obj,
+            sent,
+        } = self;
+        let job = (
+            context.clone(),
+            declared.clone(),
+            obj.clone(),
+            sent.to_vec(),
+        );
+        let queued = queue.push(async move {
+            let (context, declared, obj, sent) = job;
+            if let Err(not_ok) = context.call(&declared, request, &obj, &sent).await {
+                let note = format!("{} failed: {}", declared.describe(), not_ok.message);
+                context.writer.warn(&obj, "HookFailed", note).await;
+            }
+        });
+        if !queued {
+            context.metrics.count(declared.id(), "dropped");
+            let note = format!(
+                "{} was not called: the async hook queue is full (--async-hook-queue); hooks that hang or are slow fill it",
+                declared.describe()
+            );
+            context.writer.warn(obj, "HookDropped", note).await;
+        }
+    }
+
+    /// `sync-bypass`: waited for; a failure is a Warning, and the step goes on.
+    async fn bypassing(self) {
+        let result = self
+            .context
+            .call(&self.declared, self.request, self.obj, self.sent)
+            .await;
+        if let Err(not_ok) = result {
+            let note = format!(
+                "{} failed: {}; going on, as the hook asks",
+                self.declared.describe(),
+                not_ok.message
+            );
+            self.context.writer.warn(self.obj, "HookFailed", note).await;
+        }
+    }
+
+    /// `sync-enforce`: waited for; a failure stops the step (`Some`).
+    async fn enforcing(self, phase: HookPhase, candidate: &Candidate) -> Option<Outcome> {
+        let result = self
+            .context
+            .call(&self.declared, self.request, self.obj, self.sent)
+            .await;
+        let not_ok = result.err()?;
+        Some(Outcome::HookStopped {
+            plugin: self.declared.instance.label(),
+            hook: self.declared.hook.name.clone(),
+            phase: phase_name(phase as i32),
+            implementation: candidate.implementation.clone(),
+            message: not_ok.message,
+            retry_after: not_ok.retry_after,
+        })
+    }
 }
 
 #[cfg(test)]

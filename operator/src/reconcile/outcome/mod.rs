@@ -223,19 +223,10 @@ impl Outcome {
                 implementation,
                 message,
                 ..
-            } => {
-                let stopped = match *phase {
-                    "before-reconcile" => format!("{implementation} was not called"),
-                    "after-reconcile" => "the object is not Ready until it succeeds".to_owned(),
-                    "before-finalize" => {
-                        format!("{implementation}'s Finalize was not called; the finalizer stays")
-                    }
-                    _ => "the finalizer stays until it succeeds".to_owned(),
-                };
-                format!(
-                    "hook {hook} of plugin {plugin} ({phase}, sync-enforce) did not succeed: {message}; {stopped}"
-                )
-            }
+            } => format!(
+                "hook {hook} of plugin {plugin} ({phase}, sync-enforce) did not succeed: {message}; {}",
+                hook_stopped(phase, implementation)
+            ),
             Self::All(outcomes) => combine(outcomes).message,
             Self::WaitingForPlugin | Self::Woken | Self::Queued => {
                 "the plugin is called once it is available".into()
@@ -355,6 +346,18 @@ fn combine(outcomes: &[Outcome]) -> Condition {
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
+    }
+}
+
+/// What a `sync-enforce` hook that did not succeed at `phase` held back.
+fn hook_stopped(phase: &str, implementation: &str) -> String {
+    match phase {
+        "before-reconcile" => format!("{implementation} was not called"),
+        "after-reconcile" => "the object is not Ready until it succeeds".to_owned(),
+        "before-finalize" => {
+            format!("{implementation}'s Finalize was not called; the finalizer stays")
+        }
+        _ => "the finalizer stays until it succeeds".to_owned(),
     }
 }
 

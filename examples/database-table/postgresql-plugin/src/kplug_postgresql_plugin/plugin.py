@@ -116,11 +116,14 @@ def _ok(request: kplug.Request, spec: TableSpec, outcome: db.Outcome) -> kplug.R
         f"table {spec.qualified} on server {spec.server}: {stats.columns} columns, "
         f"{spec.partitioning.describe()}"
     )
-    message = "; ".join(c.message for c in outcome.changes) or f"{summary}; up to date"
+    # The message and the condition say how the table is, not what this call
+    # did (the Events do): the same answer for an unchanged table on every
+    # reconcile is no status write (docs/plugin-authors.md, "What an answer
+    # costs").
     response = kplug.Response.ok(
-        message,
+        summary,
         status={"table": spec.qualified, "columns": stats.columns, "server": spec.server},
-    ).condition(CONDITION, True, "Changed" if outcome.changes else "UpToDate", summary)
+    ).condition(CONDITION, True, "UpToDate", summary)
     # Every extension of our kind gets the status (normally there is one).
     for extension in request.extensions_of(EXTENSION_KIND):
         response.extension_status(

@@ -1,4 +1,10 @@
-//! Every write of a reconcile to the API server, and its Events.
+//! Every write of a reconcile to the API server, and its Events: the
+//! record of a choice, the statuses after the calls, the finalizer's
+//! removal, and a hook's answer ([`HookWriter`]).
+
+mod hook;
+
+pub(super) use hook::HookWriter;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -11,7 +17,9 @@ use super::settings::SelectionMode;
 use super::{Backend, Core, Outcome, RESELECT, ReconcileError};
 use crate::selection::Candidate;
 use crate::selection::{IMPLEMENTATION_ANNOTATION, PLUGIN_ANNOTATION, Recorded};
-use crate::status::{self, Checked, Condition, OperatorConditions, PluginEvent};
+use crate::status::{
+    self, Checked, Choice, Condition, OperatorConditions, OperatorStatus, PluginEvent,
+};
 
 /// The write step, after the calls: each plugin's status of the
 /// extensions it answered for (and of the base, under `--selection all`),
@@ -180,28 +188,26 @@ pub(super) async fn operator_status<B>(
     plugin: (PluginFields<'_>, &[Condition]),
 ) -> Result<DynamicObject, ReconcileError> {
     let (fields, plugin_conditions) = plugin;
-    let previous = obj.data.get("status").and_then(|s| s.get("conditions"));
-    let mut all = conditions.all();
-    all.extend(plugin_conditions.iter().cloned());
-    if let Some(trace) = kplug_proto::telemetry::trace_id(&tracing::Span::current()) {
-        status::mark_trace(previous, &mut all, &trace);
-    }
     let manager = &core.settings.field_manager;
-    let mut status = match fields {
+    let fields = match fields {
         PluginFields::Kept => status::kept_plugin_fields(obj, manager),
         PluginFields::Answer(answer) => answer.clone(),
         PluginFields::Dropped => Map::new(),
     };
-    status.insert("observedGeneration".into(), json!(obj.metadata.generation));
-    let conditions = status::render_conditions(previous, &all, obj.metadata.generation);
-    status.insert("conditions".into(), json!(conditions));
-    if let Some(choice) = choice {
-        status.insert("implementation".into(), json!(choice.implementation));
-        if let Some(plugin) = &choice.plugin {
-            status.insert("plugin".into(), json!(plugin));
-        }
-    }
-    let status = Value::Object(status);
+    let trace = kplug_proto::telemetry::trace_id(&tracing::Span::current());
+    let status = OperatorStatus::new(
+        obj.data.get("status"),
+        obj.metadata.generation,
+        conditions,
+        plugin_conditions,
+        fields,
+        Choice {
+            implementation: choice.map(|c| c.implementation.as_str()),
+            plugin: choice.and_then(|c| c.plugin.as_deref()),
+        },
+        trace.as_deref(),
+    )
+    .to_value();
     // Remembered before it is sent: its echo on the watch must already
     // match, or it would wake the object again. Remembered also when it is
     // not sent: the next version seen carries it.
