@@ -3,6 +3,7 @@ package io.kplug.sidecar;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
+import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -26,6 +27,9 @@ final class Json {
   static final ObjectMapper MAPPER =
       JsonMapper.builder()
           .disable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
+          // Characters outside the BMP as UTF-8, not as escaped surrogate pairs: statuses are
+          // compact UTF-8 in every SDK.
+          .enable(JsonWriteFeature.COMBINE_UNICODE_SURROGATES_IN_UTF8)
           .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
           .enable(DeserializationFeature.USE_LONG_FOR_INTS)
           .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
