@@ -4,6 +4,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.netty.NettyChannelBuilder;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollDomainSocketChannel;
 import io.netty.channel.unix.DomainSocketAddress;
@@ -139,6 +140,9 @@ final class Heartbeater {
             NettyChannelBuilder.forAddress(new DomainSocketAddress(registry.toString()))
                 .eventLoopGroup(group)
                 .channelType(EpollDomainSocketChannel.class)
+                // gRPC sets TCP keepalive, which a Unix socket does not know: without this,
+                // Netty warns on every connect (on every retry while the operator is away).
+                .withOption(ChannelOption.SO_KEEPALIVE, null)
                 .overrideAuthority("localhost")
                 .usePlaintext()
                 .maxInboundMessageSize(Protocol.MAX_MESSAGE_BYTES)

@@ -3,6 +3,7 @@ package io.kplug.sidecar;
 import io.grpc.Server;
 import io.grpc.ServerInterceptors;
 import io.grpc.netty.NettyServerBuilder;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.epoll.Epoll;
@@ -290,6 +291,9 @@ public final class PluginServer {
                   server =
                       NettyServerBuilder.forAddress(new DomainSocketAddress(path.toString()))
                           .channelType(EpollServerDomainSocketChannel.class)
+                          // TCP keepalive, which gRPC sets, means nothing on a Unix socket (Netty
+                          // warns).
+                          .withChildOption(ChannelOption.SO_KEEPALIVE, null)
                           .bossEventLoopGroup(boss)
                           .workerEventLoopGroup(workers)
                           .maxInboundMessageSize(Protocol.MAX_MESSAGE_BYTES)
