@@ -12,6 +12,7 @@ import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * The SDK's JSON: strict decoding (what the operator's Rust decoder accepts, and nothing more) and
@@ -46,6 +47,9 @@ final class Json {
                 .build());
   }
 
+  private static final Pattern START_MARKER =
+      Pattern.compile(" \\(start marker at \\[Source: .*?\\]\\)");
+
   /** Why some bytes are not a JSON object. */
   static final class NotAnObject extends Exception {
     private static final long serialVersionUID = 1L;
@@ -64,7 +68,10 @@ final class Json {
     try {
       node = MAPPER.readTree(data);
     } catch (JsonProcessingException e) {
-      throw new NotAnObject("not valid JSON: " + e.getOriginalMessage());
+      // Jackson names where a container began as "[Source: REDACTED ...; line: 1, column: 1]":
+      // noise in a message shown on the resource.
+      throw new NotAnObject(
+          "not valid JSON: " + START_MARKER.matcher(e.getOriginalMessage()).replaceAll(""));
     } catch (IOException e) {
       throw new NotAnObject("not valid JSON: " + e.getMessage());
     }

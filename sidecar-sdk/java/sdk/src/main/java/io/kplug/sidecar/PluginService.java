@@ -141,7 +141,9 @@ final class PluginService extends PluginGrpc.PluginImplBase {
         answer(out, Response.failed(e.getMessage()).toHookResponse());
         return;
       }
-      response = invoke("Hook " + call.hook() + " on " + call.request(), () -> plugin.hook(call));
+      String what = "Hook " + call.hook() + " on " + call.request();
+      response = invoke(what, () -> plugin.hook(call));
+      invalid(what, response.hookProblem());
     } finally {
       span.end();
     }
@@ -245,7 +247,10 @@ final class PluginService extends PluginGrpc.PluginImplBase {
                 + " handler was not called");
         return Response.failed(e.getMessage());
       }
-      return invoke(call + " of " + request, () -> handler.handle(request));
+      String what = call + " of " + request;
+      Response response = invoke(what, () -> handler.handle(request));
+      invalid(what, response.problem());
+      return response;
     } finally {
       span.end();
     }
@@ -272,17 +277,16 @@ final class PluginService extends PluginGrpc.PluginImplBase {
               + " handler returned null; return Response.ok(), Response.retry(...) or"
               + " Response.failed(...)");
     }
-    if (response.problem() != null) {
+    return response;
+  }
+
+  /** Logs the mistake a handler made building its answer, which is sent as FAILED. */
+  private void invalid(String what, String problem) {
+    if (problem != null) {
       logger.log(
           Level.ERROR,
-          "plugin "
-              + info.name()
-              + ": the "
-              + what
-              + " built an invalid response: "
-              + response.problem());
+          "plugin " + info.name() + ": the " + what + " built an invalid response: " + problem);
     }
-    return response;
   }
 
   /**

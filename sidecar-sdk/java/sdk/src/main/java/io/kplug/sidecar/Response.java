@@ -276,6 +276,19 @@ public final class Response {
     return problem != null ? problem : reservedKey;
   }
 
+  /**
+   * The first mistake of this response as a hook's answer, or null: conditions and extension
+   * statuses are not a hook's to set, and a reserved status key is none (its status lands under
+   * {@code status.hooks.<plugin>}).
+   */
+  String hookProblem() {
+    if (!conditions.isEmpty() || !extensionStatuses.isEmpty()) {
+      return "a hook's response sets conditions or extension statuses; a hook writes only its"
+          + " status (under status.hooks.<plugin>) and events";
+    }
+    return problem;
+  }
+
   /** The response as sent: itself, or the FAILED answer that replaces it when it has a mistake. */
   private Response sent() {
     String mistake = problem();
@@ -330,15 +343,8 @@ public final class Response {
    * OUTCOME_FAILED "plugin bug: ...", like the other mistakes.
    */
   public PluginOuterClass.HookResponse toHookResponse() {
-    Response s = this;
-    if (!conditions.isEmpty() || !extensionStatuses.isEmpty()) {
-      s =
-          failed(
-              "plugin bug: a hook's response sets conditions or extension statuses; a hook"
-                  + " writes only its status (under status.hooks.<plugin>) and events");
-    } else if (problem != null) {
-      s = failed("plugin bug: " + problem);
-    }
+    String mistake = hookProblem();
+    Response s = mistake == null ? this : failed("plugin bug: " + mistake);
     var wire =
         PluginOuterClass.HookResponse.newBuilder()
             .setOutcome(s.outcome.toProto())

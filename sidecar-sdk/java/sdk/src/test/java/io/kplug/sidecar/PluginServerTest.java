@@ -327,9 +327,10 @@ class PluginServerTest {
     var e =
         assertThrows(
             StatusRuntimeException.class,
-            () -> dial().withDeadlineAfter(300, TimeUnit.MILLISECONDS).reconcile(reconcile()));
+            // Long enough for the call to reach the handler on a loaded machine.
+            () -> dial().withDeadlineAfter(2, TimeUnit.SECONDS).reconcile(reconcile()));
     assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
-    assertTrue(done.await(5, TimeUnit.SECONDS), "the handler was stopped");
+    assertTrue(done.await(8, TimeUnit.SECONDS), "the handler was stopped");
     assertTrue(interrupted.get());
     assertTrue(hadDeadline.get());
   }
