@@ -222,42 +222,48 @@ test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test 
 # java-sdk builds the SDK and its hello and conformance plugins (mvn package,
 # tests skipped; the gRPC stubs generated from proto/ on the way), then puts
 # what the plugins run from in $(JAVA_RUN), outside Maven's target/: the two
-# jars (reproducible: rebuilt unchanged, they are not replaced) and the class
-# path of the jars in ~/.m2 they need, with the launchers
+# jars and the class path of the jars in ~/.m2 they need, with the launchers
 # $(TARGET_DIR)/sdk-hellos/hello-java and $(JAVA_RUN)/conformance-plugin
-# (executables that exec java). So the later `mvn verify` of test-java-sdk,
-# which reuses this build (nothing is compiled twice), never rewrites a file
-# a running plugin reads. Maven runs quietly (-B -q) and touches the network
-# only for what ~/.m2 lacks (on a new machine: once, here, and the test and
-# lint plugins in test-java-sdk and lint-java).
+# (executables that exec java). So the `mvn verify` of test-java-sdk, which
+# reuses this build (nothing is compiled twice), never rewrites a file a
+# running plugin reads. Like a file target, it runs Maven only when a source,
+# a POM or a .proto changed (sdk-hellos, conformance and test-docs all ask
+# for it, while plugins and Maven's tests run). Maven runs quietly (-B -q)
+# and touches the network only for what ~/.m2 lacks (on a new machine: once,
+# here, then the test and lint plugins in test-java-sdk and lint-java).
 MVN ?= mvn
 MVN_FLAGS := -B -q -Dstyle.color=never
 JAVA_SDK_DIR := sidecar-sdk/java
 JAVA_RUN := $(abspath $(TARGET_DIR))/sdk-hellos/java
+JAVA_STAMP := $(JAVA_RUN)/.built
+JAVA_SOURCES := $(shell find $(JAVA_SDK_DIR) -name target -prune -o \( -name '*.java' -o -name pom.xml \) -print) \
+	$(wildcard proto/kplug/v1/*.proto)
 
 # $(call java-launcher,FILE,MAIN CLASS): an executable that starts a plugin
-# of the examples with java (exec, so that signals reach the JVM); written
-# only when it changes.
+# of the examples with java (exec, so that signals reach the JVM).
 define java-launcher
 	@printf '%s\n' '#!/bin/sh' \
 	  '# Written by `make java-sdk`: starts $(2) from $(JAVA_RUN).' \
 	  'dir=$(JAVA_RUN)' \
 	  'exec java -cp "$$dir/kplug-examples.jar:$$dir/kplug-sidecar.jar:$$(cat "$$dir/classpath")" $(2) "$$@"' \
-	  >$(1).tmp; \
-	chmod +x $(1).tmp; \
-	if cmp -s $(1).tmp $(1); then rm $(1).tmp; else mv $(1).tmp $(1); fi
+	  >$(1).tmp
+	@chmod +x $(1).tmp && mv $(1).tmp $(1)
 endef
 
 .PHONY: java-sdk
-java-sdk: ## build the Java SDK and its hello and conformance plugins (mvn package, no tests): $(TARGET_DIR)/sdk-hellos/hello-java
+java-sdk: $(JAVA_STAMP) ## build the Java SDK and its hello and conformance plugins (mvn package, no tests): $(TARGET_DIR)/sdk-hellos/hello-java
+
+# A jar is replaced by a rename, never rewritten in place: a JVM running the
+# old one keeps reading it.
+$(JAVA_STAMP): $(JAVA_SOURCES)
 	cd $(JAVA_SDK_DIR) && $(MVN) $(MVN_FLAGS) package -DskipTests
 	@mkdir -p $(JAVA_RUN)
 	@for f in sdk/target/kplug-sidecar.jar examples/target/kplug-examples.jar examples/target/classpath; do \
-	  cmp -s $(JAVA_SDK_DIR)/$$f $(JAVA_RUN)/$${f##*/} \
-	    || { cp $(JAVA_SDK_DIR)/$$f $(JAVA_RUN)/$${f##*/}.tmp && mv $(JAVA_RUN)/$${f##*/}.tmp $(JAVA_RUN)/$${f##*/}; }; \
+	  cp $(JAVA_SDK_DIR)/$$f $(JAVA_RUN)/$${f##*/}.tmp && mv $(JAVA_RUN)/$${f##*/}.tmp $(JAVA_RUN)/$${f##*/}; \
 	done
 	$(call java-launcher,$(abspath $(TARGET_DIR))/sdk-hellos/hello-java,io.kplug.examples.hello.Hello)
 	$(call java-launcher,$(JAVA_RUN)/conformance-plugin,io.kplug.conformance.ConformancePlugin)
+	@touch $@
 
 .PHONY: test-java-sdk
 test-java-sdk: java-sdk ## Java SDK: mvn verify (JUnit tests over real sockets, the shared conformance cases, spotless check)
