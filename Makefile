@@ -631,7 +631,7 @@ buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the 
 # What CI costs (docs/development.md, "CI budget"): `.ci/run` on a fresh
 # clone of HEAD, as CI runs it, with its closing table of minutes per section.
 .PHONY: ci-cold
-ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
+ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, Maven, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
 	dev/ci-cold.sh
 
 .PHONY: ci-warm

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "your-own-kind.md"
-LANGUAGES = ["rust", "python", "go", "typescript"]
+LANGUAGES = ["rust", "python", "go", "typescript", "java"]
 FENCE = re.compile(r"^```(\w*)(.*?)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
