@@ -200,8 +200,7 @@ class ConformanceCasesTest {
 
   /** Each key of {@code expect} against {@code actual}; {@code message_contains} as a substring. */
   private static void compare(JsonNode expect, JsonNode actual) {
-    for (Iterator<Map.Entry<String, JsonNode>> it = expect.fields(); it.hasNext(); ) {
-      var field = it.next();
+    for (Map.Entry<String, JsonNode> field : expect.properties()) {
       if (field.getKey().equals("message_contains")) {
         String message = actual.path("message").asText();
         assertTrue(

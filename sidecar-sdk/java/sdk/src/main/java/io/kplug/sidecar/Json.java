@@ -97,10 +97,8 @@ final class Json {
       return loneSurrogate(node.textValue());
     }
     if (node.isContainerNode()) {
-      var fields = node.fields();
       if (node.isObject()) {
-        while (fields.hasNext()) {
-          Map.Entry<String, JsonNode> field = fields.next();
+        for (Map.Entry<String, JsonNode> field : node.properties()) {
           String problem = loneSurrogate(field.getKey());
           if (problem == null) {
             problem = loneSurrogate(field.getValue());

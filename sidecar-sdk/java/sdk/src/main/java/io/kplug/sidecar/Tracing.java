@@ -31,11 +31,6 @@ final class Tracing {
   private static final TextMapGetter<Metadata> METADATA =
       new TextMapGetter<>() {
         @Override
-        public Iterable<String> keys(Metadata carrier) {
-          return carrier.keys();
-        }
-
-        @Override
         public String get(Metadata carrier, String key) {
           return carrier == null
               ? null
