@@ -232,7 +232,7 @@ test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test 
 # and touches the network only for what ~/.m2 lacks (on a new machine: once,
 # here, then the test and lint plugins in test-java-sdk and lint-java).
 MVN ?= mvn
-MVN_FLAGS := -B -q -Dstyle.color=never
+MVN_FLAGS := -B -q
 JAVA_SDK_DIR := sidecar-sdk/java
 JAVA_RUN := $(abspath $(TARGET_DIR))/sdk-hellos/java
 JAVA_STAMP := $(JAVA_RUN)/.built
