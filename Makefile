@@ -251,7 +251,7 @@ define java-launcher
 endef
 
 .PHONY: java-sdk
-java-sdk: $(JAVA_STAMP) ## build the Java SDK and its hello and conformance plugins (mvn package, no tests): $(TARGET_DIR)/sdk-hellos/hello-java
+java-sdk: $(JAVA_STAMP) ## build the Java SDK and its hello and conformance plugins (mvn package, no tests): target/sdk-hellos/hello-java
 
 # A jar is replaced by a rename, never rewritten in place: a JVM running the
 # old one keeps reading it.

@@ -2,7 +2,6 @@ package io.kplug.sidecar;
 
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import io.grpc.netty.NettyChannelBuilder;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -243,7 +242,8 @@ final class Heartbeater {
             state = State.REFUSED;
             refusal = response.getReason();
           }
-        } catch (StatusRuntimeException e) {
+        } catch (RuntimeException e) {
+          // A StatusRuntimeException, or anything else gRPC throws: the heartbeats must go on.
           if (stopping()) {
             return;
           }
@@ -251,7 +251,7 @@ final class Heartbeater {
           delay = backoffDelay(failures, interval, randomUnit.getAsDouble());
           registered = false;
           if (state != State.UNREACHABLE) {
-            Status status = e.getStatus();
+            Status status = Status.fromThrowable(e);
             logger.log(
                 state == State.STARTING ? Level.INFO : Level.WARNING,
                 "plugin "
@@ -303,7 +303,8 @@ final class Heartbeater {
               + plugin
               + ": unregistered from the operator"
               + (response.getRemoved() ? "" : " (it did not know this instance)"));
-    } catch (StatusRuntimeException e) {
+    } catch (RuntimeException e) {
+      Status status = Status.fromThrowable(e);
       logger.log(
           Level.WARNING,
           "plugin "
@@ -311,9 +312,9 @@ final class Heartbeater {
               + ": Unregister failed on "
               + registry
               + " ("
-              + e.getStatus().getCode()
+              + status.getCode()
               + ": "
-              + e.getStatus().getDescription()
+              + status.getDescription()
               + "); exiting anyway, the operator will notice the socket is gone");
     } finally {
       closeChannel();

@@ -37,8 +37,9 @@ public final class Kplug {
   public static void main(PluginServer.Builder builder) {
     Logger logger = builder.logger();
     // Signals are caught before the socket is bound, so that a SIGTERM during start-up still
-    // removes it. Java's own handling of SIGTERM (run the shutdown hooks, exit 143) would not
-    // let the drain finish with status 0.
+    // ends in the drain. Java's own handling of SIGTERM (run the shutdown hooks, exit 143) would
+    // not let the drain end with status 0.
+    Thread main = Thread.currentThread();
     CountDownLatch signalled = new CountDownLatch(1);
     AtomicInteger signals = new AtomicInteger();
     SignalHandler handler =
@@ -52,7 +53,7 @@ public final class Kplug {
             logger.log(
                 Level.WARNING,
                 "plugin " + builder.name() + ": " + name + " received again; stopping now");
-            Runtime.getRuntime().halt(1);
+            main.interrupt(); // PluginServer.stop gives up waiting: calls in flight are abandoned
           }
         };
     Signal.handle(new Signal("TERM"), handler);
@@ -69,9 +70,9 @@ public final class Kplug {
     try {
       signalled.await();
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+      // Only the second signal interrupts this thread, and the first came before it.
     }
     server.stop();
-    System.exit(0);
+    System.exit(signals.get() > 1 ? 1 : 0);
   }
 }
