@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.HexFormat;
@@ -276,14 +277,8 @@ final class BoundSocket {
 
   private static Object fileKey(Path path) throws IOException {
     // (device, inode), as the JDK reads them with lstat.
-    return Files.readAttributes(
-            path, java.nio.file.attribute.BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS)
+    return Files.readAttributes(path, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS)
         .fileKey();
-  }
-
-  /** The socket's path. */
-  Path path() {
-    return path;
   }
 
   /**
