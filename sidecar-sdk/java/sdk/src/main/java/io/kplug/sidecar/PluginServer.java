@@ -192,7 +192,10 @@ public final class PluginServer {
         throw config(
             "Netty's epoll transport is not available ("
                 + Epoll.unavailabilityCause()
-                + "); the SDK serves Unix sockets with it, on Linux x86_64");
+                + "); the SDK serves Unix sockets with it, on Linux x86_64. Netty unpacks its"
+                + " native library into java.io.tmpdir (or -Dio.netty.native.workdir) before"
+                + " loading it: that directory must be writable (with a read-only root"
+                + " filesystem, mount an emptyDir at /tmp)");
       }
       if (info.offers().isEmpty() && info.hooks().isEmpty()) {
         logger.log(
