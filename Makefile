@@ -103,8 +103,8 @@ build: ## build every crate, binary and example of the workspace
 # 3. test-last, one at a time: the test binaries that need the whole machine
 #    and the images (the real node, docker compose), then the doc tests.
 # With -k (as CI runs it), every phase runs even after one failed.
-TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs sdk-hellos bench-servers conformance-plugins deploy-tools tools
-TEST_CHECKS := test-rust-shared test-docs test-bench conformance lint test-typescript-sdk test-go-sdk test-python test-postgresql-plugin test-deploy
+TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
+TEST_CHECKS := test-rust-shared test-docs test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
 TEST_LAST := images-wait test-rust-alone test-rust-doc
 TEST_PARALLEL ?= 2
 KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
@@ -199,16 +199,17 @@ go-stubs: tools ## the Go SDK's gRPC stubs (make -C sidecar-sdk/go generate)
 test-go-sdk: go-stubs ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
 	$(MAKE) -C sidecar-sdk/go check
 
-# The Go and TypeScript SDKs' hello plugins, as the processes that
-# operator/tests/go_typescript_plugins.rs runs next to the real operator:
-# $(TARGET_DIR)/sdk-hellos/hello-go, and
+# The Go, TypeScript and Java SDKs' hello plugins, as the processes that
+# operator/tests/go_typescript_plugins.rs and java_plugins.rs run next to
+# the real operator: $(TARGET_DIR)/sdk-hellos/hello-go,
 # sidecar-sdk/typescript/build/examples/hello.js (run with node; it imports
-# the SDK compiled next to it). Always checked: go build writes nothing when
+# the SDK compiled next to it) and $(TARGET_DIR)/sdk-hellos/hello-java
+# (java-sdk below). Always checked: go build writes nothing when
 # the binary is up to date, and the TypeScript Makefile compiles only what
 # changed (so that running this again while tests run those plugins rewrites
 # nothing under them).
 .PHONY: sdk-hellos
-sdk-hellos: go-stubs ## build the Go and TypeScript hello plugins that the operator's end-to-end tests run
+sdk-hellos: go-stubs java-sdk ## build the Go, TypeScript and Java hello plugins that the operator's end-to-end tests run
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/sdk-hellos/hello-go ./examples/hello
 	$(MAKE) -C sidecar-sdk/typescript build
 	$(MAKE) -C sidecar-sdk/typescript build-test
@@ -216,6 +217,65 @@ sdk-hellos: go-stubs ## build the Go and TypeScript hello plugins that the opera
 .PHONY: test-typescript-sdk
 test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test (make -C sidecar-sdk/typescript check)
 	$(MAKE) -C sidecar-sdk/typescript check
+
+# --- the Java SDK (sidecar-sdk/java, Maven) ---
+# java-sdk builds the SDK and its hello and conformance plugins (mvn package,
+# tests skipped; the gRPC stubs generated from proto/ on the way), then puts
+# what the plugins run from in $(JAVA_RUN), outside Maven's target/: the two
+# jars and the class path of the jars in ~/.m2 they need, with the launchers
+# $(TARGET_DIR)/sdk-hellos/hello-java and $(JAVA_RUN)/conformance-plugin
+# (executables that exec java). So the `mvn verify` of test-java-sdk, which
+# reuses this build (nothing is compiled twice), never rewrites a file a
+# running plugin reads. Like a file target, it runs Maven only when a source,
+# a POM or a .proto changed (sdk-hellos, conformance and test-docs all ask
+# for it, while plugins and Maven's tests run). Maven runs quietly (-B -q)
+# and touches the network only for what ~/.m2 lacks (on a new machine: once,
+# here, then the test and lint plugins in test-java-sdk and lint-java).
+MVN ?= mvn
+MVN_FLAGS := -B -q
+# One Maven at a time: Maven 3.8 does not lock its local repository, and
+# make test runs test-java-sdk and lint-java side by side (both may download
+# into ~/.m2 on a new machine).
+MAVEN = mkdir -p $(abspath $(TARGET_DIR)) && flock $(abspath $(TARGET_DIR))/maven.lock $(MVN) $(MVN_FLAGS)
+JAVA_SDK_DIR := sidecar-sdk/java
+JAVA_RUN := $(abspath $(TARGET_DIR))/sdk-hellos/java
+JAVA_STAMP := $(JAVA_RUN)/.built
+JAVA_SOURCES := $(shell find $(JAVA_SDK_DIR) -name target -prune -o \( -name '*.java' -o -name pom.xml \) -print) \
+	$(wildcard proto/kplug/v1/*.proto)
+
+# $(call java-launcher,FILE,MAIN CLASS): an executable that starts a plugin
+# of the examples with java (exec, so that signals reach the JVM).
+define java-launcher
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Written by `make java-sdk`: starts $(2) from $(JAVA_RUN).' \
+	  'dir=$(JAVA_RUN)' \
+	  'exec java -cp "$$dir/kplug-examples.jar:$$dir/kplug-sidecar.jar:$$(cat "$$dir/classpath")" $(2) "$$@"' \
+	  >$(1).tmp
+	@chmod +x $(1).tmp && mv $(1).tmp $(1)
+endef
+
+.PHONY: java-sdk
+java-sdk: $(JAVA_STAMP) ## build the Java SDK and its hello and conformance plugins (mvn package, no tests): target/sdk-hellos/hello-java
+
+# A jar is replaced by a rename, never rewritten in place: a JVM running the
+# old one keeps reading it.
+$(JAVA_STAMP): $(JAVA_SOURCES)
+	cd $(JAVA_SDK_DIR) && $(MAVEN) package -DskipTests
+	@mkdir -p $(JAVA_RUN)
+	@for f in sdk/target/kplug-sidecar.jar examples/target/kplug-examples.jar examples/target/classpath; do \
+	  cp $(JAVA_SDK_DIR)/$$f $(JAVA_RUN)/$${f##*/}.tmp && mv $(JAVA_RUN)/$${f##*/}.tmp $(JAVA_RUN)/$${f##*/}; \
+	done
+	$(call java-launcher,$(abspath $(TARGET_DIR))/sdk-hellos/hello-java,io.kplug.examples.hello.Hello)
+	$(call java-launcher,$(JAVA_RUN)/conformance-plugin,io.kplug.conformance.ConformancePlugin)
+	@touch $@
+
+.PHONY: test-java-sdk
+test-java-sdk: java-sdk ## Java SDK: mvn verify (JUnit tests over real sockets, the shared conformance cases, spotless check)
+	cd $(JAVA_SDK_DIR) && $(MAVEN) verify
+
+.PHONY: lint-java
+lint-java: ## google-java-format on the Java SDK (mvn spotless:check; `mvn spotless:apply` in sidecar-sdk/java fixes it)
+	cd $(JAVA_SDK_DIR) && $(MAVEN) spotless:check
 
 # kplug-conformance against every SDK: each SDK's hello plugin (the protocol
 # checks) and its conformance plugin (the protocol checks and the shared
@@ -229,7 +289,7 @@ PY_SDK := sidecar-sdk/python/.venv/bin/python
 TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
-conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-conformance against the Rust, Python, Go and TypeScript SDKs' plugins
+conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-conformance against the Rust, Python, Go, TypeScript and Java SDKs' plugins
 	@# Every run at once, each on its own socket directory (they wait on
 	@# heartbeats and TTLs, not on the CPU); each run's output is printed
 	@# whole, in order, when all are done.
@@ -245,19 +305,21 @@ conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-confor
 	run go-cases --cases $(CASES) -- $(CONFORMANCE_DIR)/bin/conformance-plugin & \
 	run typescript-hello -- node $(TS_BUILD)/examples/hello.js & \
 	run typescript-cases --cases $(CASES) -- node $(TS_BUILD)/conformance/main.js & \
+	run java-hello -- $(TARGET_DIR)/sdk-hellos/hello-java & \
+	run java-cases --cases $(CASES) -- $(JAVA_RUN)/conformance-plugin & \
 	wait; \
 	failed=""; \
-	for name in rust-hello python-hello python-cases go-hello go-cases typescript-hello typescript-cases; do \
+	for name in rust-hello python-hello python-cases go-hello go-cases typescript-hello typescript-cases java-hello java-cases; do \
 	  echo "[conformance] $$name"; cat $(CONFORMANCE_DIR)/$$name.log; \
 	  [ "$$(cat $(CONFORMANCE_DIR)/$$name.status)" = 0 ] || failed="$$failed $$name"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "[conformance] failed:$$failed"; exit 1; fi; \
 	echo "[conformance] every SDK passed; JUnit reports in $(CONFORMANCE_DIR)/"
 
-# The Go SDK's conformance plugin (the TypeScript one is built with the SDK,
-# the Python one runs from source).
+# The Go SDK's conformance plugin (the TypeScript and Java ones are built
+# with their SDKs, the Python one runs from source).
 .PHONY: conformance-plugins
-conformance-plugins: go-stubs
+conformance-plugins: go-stubs java-sdk
 	@mkdir -p $(CONFORMANCE_DIR)/bin
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
 
@@ -507,7 +569,7 @@ BUF := node_modules/.bin/buf
 NPM_STAMP := node_modules/.kplug-npm-installed
 
 .PHONY: lint
-lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking lint-scripts ## rustfmt, clippy, rustdoc, go vet, buf lint and buf breaking, ruff and mypy on dev/'s scripts
+lint: fmt-check clippy rustdoc go-vet buf-lint buf-breaking lint-scripts lint-java ## rustfmt, clippy, rustdoc, go vet, buf lint and buf breaking, ruff and mypy on dev/'s scripts, google-java-format on the Java SDK
 
 # The repository's own Python scripts (dev/), with the Python SDK's tools.
 .PHONY: lint-scripts
@@ -573,7 +635,7 @@ buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the 
 # What CI costs (docs/development.md, "CI budget"): `.ci/run` on a fresh
 # clone of HEAD, as CI runs it, with its closing table of minutes per section.
 .PHONY: ci-cold
-ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
+ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, Maven, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
 	dev/ci-cold.sh
 
 .PHONY: ci-warm

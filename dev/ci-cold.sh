@@ -12,7 +12,7 @@
 # everything again, as a new machine does):
 #   - Cargo's registry and git caches (CARGO_HOME/registry, CARGO_HOME/git)
 #   - Go's module and build caches (go clean -modcache -cache)
-#   - the npm and pip caches
+#   - the npm and pip caches, and Maven's repository (~/.m2/repository)
 #   - the nightly Rust toolchain
 #   - the Docker CLI plugins built from Go modules (~/.docker/cli-plugins),
 #     and every Docker image, container, volume and the build cache: the
@@ -48,6 +48,7 @@ caches=(
   "$(go env GOCACHE 2>/dev/null || echo "$HOME/.cache/go-build")"
   "$(npm config get cache 2>/dev/null || echo "$HOME/.npm")"
   "$(python3 -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")"
+  "$HOME/.m2/repository"
   "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"
   "$docker_root"
 )

@@ -6,6 +6,7 @@
 
 pub mod api_proxy;
 pub mod messages;
+pub mod sdk_hellos;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,0 +1,180 @@
+package io.kplug.sidecar;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.regex.Pattern;
+
+/**
+ * Describes a plugin. It is sent in every heartbeat and answered by GetInfo, hooks and call
+ * policies included, so the two always agree. (Its capabilities follow from the methods the plugin
+ * overrides: see {@link Plugin}.)
+ *
+ * <pre>{@code
+ * Info info = Info.builder("hello")
+ *     .version("1.0.0")
+ *     .description("greets Greeting objects")
+ *     .offer(Offer.of(new GroupKind("example.com", "Greeting"), "Hello"))
+ *     .build();
+ * }</pre>
+ *
+ * @param name a DNS label, stable across versions and restarts, e.g. "postgresql"; the plugin
+ *     serves on {@code <socket dir>/plugins/<name>/plugin.sock}
+ * @param version free-form; semver is recommended, e.g. "1.4.2"
+ * @param description one line for humans, shown in logs and Events
+ * @param offers what the plugin serves
+ * @param hooks the hooks the plugin declares; the plugin must override {@link Plugin#hook}
+ * @param callPolicies a deadline (and, for Validate and Default, a failure policy) per call
+ */
+public record Info(
+    String name,
+    String version,
+    String description,
+    List<Offer> offers,
+    List<Hook> hooks,
+    List<CallPolicy> callPolicies) {
+
+  private static final Pattern DNS_LABEL = Pattern.compile("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+
+  /** Copies the lists and checks that nothing is null. */
+  public Info {
+    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(version, "version");
+    Objects.requireNonNull(description, "description");
+    offers = List.copyOf(offers);
+    hooks = List.copyOf(hooks);
+    callPolicies = List.copyOf(callPolicies);
+  }
+
+  /** A builder for a plugin named {@code name}. */
+  public static Builder builder(String name) {
+    return new Builder(name);
+  }
+
+  /** Builds an {@link Info}; every method but {@link #build()} returns the builder. */
+  public static final class Builder {
+    private final String name;
+    private String version = "";
+    private String description = "";
+    private final List<Offer> offers = new ArrayList<>();
+    private final List<Hook> hooks = new ArrayList<>();
+    private final List<CallPolicy> callPolicies = new ArrayList<>();
+
+    private Builder(String name) {
+      this.name = Objects.requireNonNull(name, "name");
+    }
+
+    /** The plugin's version, e.g. "1.4.2". */
+    public Builder version(String version) {
+      this.version = Objects.requireNonNull(version, "version");
+      return this;
+    }
+
+    /** One line for humans, shown in logs and Events. */
+    public Builder description(String description) {
+      this.description = Objects.requireNonNull(description, "description");
+      return this;
+    }
+
+    /** Adds an offer: an implementation of a base kind. */
+    public Builder offer(Offer offer) {
+      offers.add(Objects.requireNonNull(offer, "offer"));
+      return this;
+    }
+
+    /**
+     * Declares a hook. Checked at start-up as the operator checks it (a DNS-label name, unique; at
+     * most 16 hooks).
+     */
+    public Builder hook(Hook hook) {
+      hooks.add(Objects.requireNonNull(hook, "hook"));
+      return this;
+    }
+
+    /** Declares a call policy: one per call, checked at start-up. */
+    public Builder callPolicy(CallPolicy policy) {
+      callPolicies.add(Objects.requireNonNull(policy, "policy"));
+      return this;
+    }
+
+    /** The description. */
+    public Info build() {
+      return new Info(name, version, description, offers, hooks, callPolicies);
+    }
+  }
+
+  static boolean isDnsLabel(String name) {
+    return name.length() <= Protocol.MAX_NAME_LENGTH && DNS_LABEL.matcher(name).matches();
+  }
+
+  /** Refuses names the operator would refuse. */
+  static void validateName(String name) throws StartupException {
+    if (!isDnsLabel(name)) {
+      throw new StartupException(
+          StartupException.Kind.INVALID_NAME,
+          "invalid plugin name \""
+              + name
+              + "\": it must be a DNS label (lowercase letters, digits and '-', starting and"
+              + " ending with a letter or digit, at most "
+              + Protocol.MAX_NAME_LENGTH
+              + " characters), e.g. \"postgresql\"");
+    }
+  }
+
+  /**
+   * Makes the operator's checks on the hooks and call policies at start-up, so that a mistake stops
+   * the plugin with a message instead of every heartbeat being refused.
+   */
+  void validateDeclarations(Capabilities capabilities) throws StartupException {
+    if (hooks.size() > Protocol.MAX_HOOKS) {
+      throw refuse(
+          hooks.size() + " hooks are declared; at most " + Protocol.MAX_HOOKS + " are accepted");
+    }
+    var names = new HashSet<String>();
+    for (Hook h : hooks) {
+      String problem = null;
+      if (!isDnsLabel(h.name())) {
+        problem =
+            "its name must be a DNS label: lowercase letters, digits and '-', starting and ending"
+                + " with a letter or digit, at most "
+                + Protocol.MAX_NAME_LENGTH
+                + " characters";
+      } else if (!names.add(h.name())) {
+        problem = "it is declared twice; hook names are unique within a plugin";
+      } else if (h.base().kind().isEmpty()) {
+        problem = "it names no base kind";
+      }
+      if (problem != null) {
+        throw refuse("hook \"" + h.name() + "\": " + problem);
+      }
+    }
+    if (!hooks.isEmpty() && !capabilities.hooks()) {
+      throw refuse("it declares hooks but does not override Plugin.hook");
+    }
+    if (callPolicies.size() > Protocol.MAX_CALL_POLICIES) {
+      throw refuse(
+          callPolicies.size()
+              + " call policies are declared; at most "
+              + Protocol.MAX_CALL_POLICIES
+              + " are accepted");
+    }
+    var calls = new HashSet<Call>();
+    for (CallPolicy p : callPolicies) {
+      String problem = null;
+      if (!calls.add(p.call())) {
+        problem = "declared twice; one policy per call";
+      } else if (p.deadline() != null && (p.deadline().isNegative() || p.deadline().isZero())) {
+        problem = "the deadline must be positive (leave it null for the operator's default)";
+      }
+      if (problem != null) {
+        throw refuse("call policy for " + p.call() + ": " + problem);
+      }
+    }
+  }
+
+  private StartupException refuse(String why) {
+    return new StartupException(
+        StartupException.Kind.INVALID_DECLARATION, "plugin " + name + " cannot start: " + why);
+  }
+}
