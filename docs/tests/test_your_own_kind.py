@@ -99,7 +99,9 @@ def test_the_page_word_for_word(language: str) -> None:
             print(f"waiting for another run of the page ({LOCK} is held)", flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         output, returncode = run_page(script)
-    assert returncode == 0, f"the page's commands failed ({language}):\n{output[-6000:]}"
+    assert returncode == 0, (
+        f"the page's commands failed ({language}):\n{output[-6000:]}"
+    )
 
     printed = dict(
         re.findall(
