@@ -101,11 +101,16 @@ build: ## build every crate, binary and example of the workspace
 #    new machine: the release build in Docker is the longest path, and two
 #    at a time made it 2.7 times slower, 887 s against 5 minutes alone).
 # 3. test-last, one at a time: the test binaries that need the whole machine
-#    and the images (the real node, docker compose), then the doc tests.
+#    and the images (the real node, docker compose), the doc tests, then
+#    docs/your-own-kind.md word for word. The page last: its
+#    `cargo build -p ...` builds the dependencies again with that package's
+#    features, and on a new machine it also re-ran ring's build script (the
+#    cause not found): every test build after it recompiled rustls and all
+#    that depends on it (2.5 min of a cold run at 15c1a65).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
-TEST_CHECKS := test-rust-shared test-docs test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
-TEST_LAST := images-wait test-rust-alone test-rust-doc
+TEST_CHECKS := test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
+TEST_LAST := images-wait test-rust-alone test-rust-doc test-docs
 TEST_PARALLEL ?= 2
 KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
 
