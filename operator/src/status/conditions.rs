@@ -157,7 +157,7 @@ pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<
 /// can go from an object to the trace of the reconcile that brought its
 /// current state. A reconcile that changes nothing keeps the trace id
 /// already written (and so writes nothing new), whichever trace it is in.
-pub fn mark_trace(previous: Option<&Value>, conditions: &mut [Condition], trace: &str) {
+pub(super) fn mark_trace(previous: Option<&Value>, conditions: &mut [Condition], trace: &str) {
     let Some(reconciled) = conditions.iter_mut().find(|c| c.type_ == types::RECONCILED) else {
         return;
     };
