@@ -292,16 +292,30 @@ impl<B> Core<B> {
     }
 
     pub(crate) fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
-        match obj.namespace() {
-            Some(ns) if self.target.namespaced => {
-                Api::namespaced_with(self.client.clone(), &ns, &self.target.api_resource)
-            }
-            _ => Api::all_with(self.client.clone(), &self.target.api_resource),
-        }
+        api_of(
+            &self.client,
+            &self.target.api_resource,
+            self.target.namespaced,
+            obj,
+        )
     }
 
     pub(crate) fn kind(&self) -> GroupKind {
         self.target.group_kind()
+    }
+}
+
+/// The API of `obj` (of kind `api_resource`): in its namespace when the kind
+/// is namespaced.
+fn api_of(
+    client: &Client,
+    api_resource: &ApiResource,
+    namespaced: bool,
+    obj: &DynamicObject,
+) -> Api<DynamicObject> {
+    match obj.namespace() {
+        Some(ns) if namespaced => Api::namespaced_with(client.clone(), &ns, api_resource),
+        _ => Api::all_with(client.clone(), api_resource),
     }
 }
 

@@ -3,12 +3,13 @@
 //! it. Detached from the reconcile, as an async hook runs after it
 //! returned.
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
-use super::super::Core;
+use super::super::{Core, api_of};
+use super::{about, from_plugin};
 use crate::events::Events;
 use crate::status::{self, PluginEvent};
 
@@ -43,12 +44,7 @@ impl HookWriter {
         obj: &DynamicObject,
         status: &Map<String, Value>,
     ) -> Result<(), kube::Error> {
-        let api: Api<DynamicObject> = match obj.namespace() {
-            Some(ns) if self.namespaced => {
-                Api::namespaced_with(self.client.clone(), &ns, &self.api_resource)
-            }
-            _ => Api::all_with(self.client.clone(), &self.api_resource),
-        };
+        let api = api_of(&self.client, &self.api_resource, self.namespaced, obj);
         let manager = format!("{}-hook-{hook}", status::plugin_manager(plugin));
         let body = json!({ "hooks": { plugin: Value::Object(status.clone()) } });
         api.patch_status(
@@ -62,25 +58,21 @@ impl HookWriter {
 
     /// Records the Events plugin `plugin`'s hook returned.
     pub(crate) async fn plugin_events(&self, plugin: &str, events: &[PluginEvent]) {
-        for event in events {
-            self.events
-                .publish_from_plugin(
-                    plugin,
-                    &event.regarding,
-                    event.severity,
-                    &event.reason,
-                    "Hook",
-                    event.message.clone(),
-                )
-                .await;
-        }
+        from_plugin(&self.events, plugin, events, "Hook").await;
     }
 
     /// A Warning Event about `obj` from the operator, on a hook's behalf.
     pub(crate) async fn warn(&self, obj: &DynamicObject, reason: &str, note: String) {
-        let reference = obj.object_ref(&self.api_resource);
-        self.events
-            .publish(&reference, EventType::Warning, reason, "Hook", note)
-            .await;
+        let (recorder, kind) = (&self.events, &self.api_resource);
+        about(
+            recorder,
+            kind,
+            obj,
+            EventType::Warning,
+            reason,
+            "Hook",
+            note,
+        )
+        .await;
     }
 }

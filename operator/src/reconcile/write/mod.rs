@@ -6,7 +6,7 @@ mod hook;
 
 pub(super) use hook::HookWriter;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -15,6 +15,7 @@ use super::call::Called;
 use super::plan::Calls;
 use super::settings::SelectionMode;
 use super::{Backend, Core, Outcome, RESELECT, ReconcileError};
+use crate::events::Events;
 use crate::selection::Candidate;
 use crate::selection::{IMPLEMENTATION_ANNOTATION, PLUGIN_ANNOTATION, Recorded};
 use crate::status::{
@@ -506,10 +507,16 @@ pub(super) async fn event<B>(
     action: &str,
     note: impl Into<String>,
 ) {
-    let reference = obj.object_ref(&core.target.api_resource);
-    core.events
-        .publish(&reference, type_, reason, action, note)
-        .await;
+    about(
+        &core.events,
+        &core.target.api_resource,
+        obj,
+        type_,
+        reason,
+        action,
+        note,
+    )
+    .await;
 }
 
 /// Records the Events plugin `plugin` returned from `call`, as
@@ -520,8 +527,29 @@ pub(super) async fn plugin_events<B>(
     events: &[PluginEvent],
     call: &str,
 ) {
+    from_plugin(&core.events, plugin, events, call).await;
+}
+
+/// Records an Event about `obj` (of kind `api_resource`) with `recorder`.
+async fn about(
+    recorder: &Events,
+    api_resource: &ApiResource,
+    obj: &DynamicObject,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: impl Into<String>,
+) {
+    let reference = obj.object_ref(api_resource);
+    recorder
+        .publish(&reference, type_, reason, action, note)
+        .await;
+}
+
+/// Records `events`, returned by plugin `plugin` from `call`, with `recorder`.
+async fn from_plugin(recorder: &Events, plugin: &str, events: &[PluginEvent], call: &str) {
     for event in events {
-        core.events
+        recorder
             .publish_from_plugin(
                 plugin,
                 &event.regarding,
