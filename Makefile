@@ -99,7 +99,9 @@ build: ## build every crate, binary and example of the workspace
 #    lints. Most of them wait on API servers and plugins, not on the CPU.
 #    One at a time while `make images` still builds in the background (on a
 #    new machine: the release build in Docker is the longest path, and two
-#    at a time made it 2.7 times slower, 887 s against 5 minutes alone).
+#    at a time made it 2.7 times slower, 887 s against 5 minutes alone):
+#    images-hold, the first of them, holds one of the two slots until the
+#    background build ends, and the second slot opens the moment it does.
 # 3. test-last, one at a time: the test binaries that need the whole machine
 #    and the images (the real node, docker compose), the doc tests, then
 #    docs/your-own-kind.md word for word. The page last: its
@@ -109,7 +111,7 @@ build: ## build every crate, binary and example of the workspace
 #    that depends on it (2.5 min of a cold run at 15c1a65).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
-TEST_CHECKS := test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
+TEST_CHECKS := images-hold test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
 TEST_LAST := images-wait test-rust-alone test-rust-doc test-docs
 TEST_PARALLEL ?= 2
 KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
@@ -120,11 +122,7 @@ test: ## run every test (real kube-apiserver, real databases, real images) and e
 	phase() { echo "[test] make $$* ($$(date -u +%H:%M:%S))"; \
 	  $(MAKE) "$$@" || { status=$$?; [ -n "$(KEEP_GOING)" ] || exit $$status; }; }; \
 	phase -j1 test-prepare; \
-	jobs=$(TEST_PARALLEL); \
-	if [ -e $(IMAGES_STATUS).pid ] && [ ! -s $(IMAGES_STATUS) ]; then \
-	  jobs=1; echo "[test] make images is still building in the background: the checks run one at a time, to leave it the CPU"; \
-	fi; \
-	phase -j$$jobs --output-sync=target test-checks; \
+	phase -j$(TEST_PARALLEL) --output-sync=target test-checks; \
 	phase -j1 test-last; \
 	exit $$status
 
@@ -397,6 +395,18 @@ images-background: ## start `make images` in the background (images-wait waits f
 	   $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
 	   echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid
 
+# images-hold: the first of test-checks' targets. It waits, quietly, for
+# the background build to end (fail or not: images-wait says how it went),
+# and so keeps one of test-checks' two slots while the images take the CPU.
+.PHONY: images-hold
+images-hold:
+	@start=$$(date +%s); \
+	if [ -e $(IMAGES_STATUS).pid ] && [ ! -s $(IMAGES_STATUS) ]; then \
+	  echo "[images] still building in the background: the checks run one at a time until it ends ($$(date -u +%H:%M:%S))"; \
+	  while [ ! -s $(IMAGES_STATUS) ] && kill -0 $$(cat $(IMAGES_STATUS).pid) 2>/dev/null; do sleep 2; done; \
+	  echo "[images] the background build ended after $$(( $$(date +%s) - start ))s of the checks ($$(date -u +%H:%M:%S)): two at a time from here"; \
+	fi
+
 .PHONY: images-wait
 images-wait: ## wait for images-background, print its log; fails as it did
 	@start=$$(date +%s); \
@@ -640,7 +650,7 @@ buf-breaking: $(NPM_STAMP) ## check the protos for breaking changes against the 
 # What CI costs (docs/development.md, "CI budget"): `.ci/run` on a fresh
 # clone of HEAD, as CI runs it, with its closing table of minutes per section.
 .PHONY: ci-cold
-ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, Maven, nightly, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
+ci-cold: ## wipe every cache a new machine lacks (Cargo, Go, npm, pip, Maven, nightly, the CI run's Cargo build, Docker images and build cache), then run .ci/run on a fresh clone of HEAD
 	dev/ci-cold.sh
 
 .PHONY: ci-warm

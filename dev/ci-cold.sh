@@ -14,6 +14,8 @@
 #   - Go's module and build caches (go clean -modcache -cache)
 #   - the npm and pip caches, and Maven's repository (~/.m2/repository)
 #   - the nightly Rust toolchain
+#   - the Cargo build (target/debug) .ci/run keeps between runs
+#     (KPLUG_CI_CACHE, default ~/.cache/kplug-ci)
 #   - the Docker CLI plugins built from Go modules (~/.docker/cli-plugins),
 #     and every Docker image, container, volume and the build cache: the
 #     engine's whole data root, when no engine runs
@@ -49,6 +51,7 @@ caches=(
   "$(npm config get cache 2>/dev/null || echo "$HOME/.npm")"
   "$(python3 -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")"
   "$HOME/.m2/repository"
+  "${KPLUG_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug-ci}"
   "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"
   "$docker_root"
 )
