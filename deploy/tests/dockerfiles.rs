@@ -430,10 +430,38 @@ fn copy_tree(root: &Path, relative: &str, dest: &Path, ignore: &DockerIgnore) {
 
 // --- what is built -------------------------------------------------------------------
 
+/// Cargo, run from this test as from a shell: without the variables Cargo
+/// sets for a test process (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...).
+/// Build scripts track some of them (ring's `rerun-if-env-changed`), and
+/// Cargo compares what it inherits: with this test's values, the nested
+/// `cargo check` re-ran ring's build script in the shared target dir, and
+/// the next ordinary build recompiled ring, rustls and everything above
+/// them (80 s of a cold CI run, in its longest path).
+fn cargo() -> Command {
+    let mut command = Command::new(env!("CARGO"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo_for_tests = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix));
+        if set_by_cargo_for_tests {
+            command.env_remove(&*name);
+        }
+    }
+    command
+}
+
 /// The workspace's packages: (name, manifest directory relative to the
 /// root, bin target names).
 fn workspace_packages() -> Vec<(String, String, BTreeSet<String>)> {
-    let output = run(Command::new(env!("CARGO"))
+    let output = run(cargo()
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .current_dir(repo_root()))
     .expect("cargo metadata");
@@ -582,7 +610,7 @@ fn rust_images_build_workspace_packages_from_the_copied_files() {
     }
     let context = tempfile::tempdir().unwrap();
     materialize(&file, context.path());
-    if let Err(e) = run(Command::new(env!("CARGO"))
+    if let Err(e) = run(cargo()
         .args(["metadata", "--locked", "--format-version", "1"])
         .current_dir(context.path()))
     {
@@ -599,7 +627,7 @@ fn rust_images_build_workspace_packages_from_the_copied_files() {
     // its artifacts apart from the workspace build's (a `build -p` would
     // rebuild dependencies with other features in place, every time, for
     // everyone sharing target/).
-    let mut check = Command::new(env!("CARGO"));
+    let mut check = cargo();
     check.args(["check", "--locked", "--bins"]);
     for package in &built {
         check.args(["-p", package]);

@@ -81,13 +81,25 @@ fn operator_pod() -> Option<ObjectReference> {
     })
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// Installs the SIGTERM and SIGINT handlers now, not when `run` first
+/// polls the future (after its start-up: a SIGTERM in between found the
+/// default action and killed the process without releasing the Lease),
+/// and returns a future that resolves on either signal.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handlers = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    async move {
+        match handlers {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
     }
 }
