@@ -106,9 +106,7 @@ build: ## build every crate, binary and example of the workspace
 #    and the images (the real node, docker compose), the doc tests, then
 #    docs/your-own-kind.md word for word. The page last: its
 #    `cargo build -p ...` builds the dependencies again with that package's
-#    features, and on a new machine it also re-ran ring's build script (the
-#    cause not found): every test build after it recompiled rustls and all
-#    that depends on it (2.5 min of a cold run at 15c1a65).
+#    features (beside the workspace's build, not over it).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
 TEST_CHECKS := images-hold test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy

@@ -5,39 +5,55 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 use kube::Client;
 
-/// Requests served, by verb, resource and subresource.
+/// Requests by verb, resource and subresource: those served (ended), and
+/// the watches still open.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Requests(BTreeMap<String, u64>);
+pub(crate) struct Requests {
+    served: BTreeMap<String, u64>,
+    open: BTreeMap<String, u64>,
+}
 
 impl Requests {
-    /// All of them.
-    pub(crate) fn total(&self) -> u64 {
-        self.0.values().sum()
-    }
-
-    /// What was served since `before`, one line per verb and resource,
-    /// most first (the benchmark keeps it next to the logs).
+    /// The requests made since `before`, one line per verb and resource,
+    /// most first (the benchmark keeps it next to the logs). A request
+    /// counts once it has ended (`apiserver_request_total`), and so does a
+    /// watch still open (`apiserver_longrunning_requests`): a watch is
+    /// counted when it ends, and an operator's are open for as long as it
+    /// runs, so that without them a client that streams its lists (one
+    /// WATCH each) would look as if it made no request at all.
     pub(crate) fn since(&self, before: &Self) -> (u64, String) {
-        let mut lines: Vec<(u64, &str)> = self
-            .0
-            .iter()
-            .map(|(key, n)| (n - before.0.get(key).copied().unwrap_or(0), key.as_str()))
+        let delta = |now: &BTreeMap<String, u64>, then: &BTreeMap<String, u64>, key: &str| {
+            i128::from(now.get(key).copied().unwrap_or(0))
+                - i128::from(then.get(key).copied().unwrap_or(0))
+        };
+        let keys: std::collections::BTreeSet<&String> =
+            self.served.keys().chain(self.open.keys()).collect();
+        let mut lines: Vec<(u64, &str)> = keys
+            .into_iter()
+            .map(|key| {
+                // A watch open before and ended since counts in `served`
+                // and leaves `open`: together, nothing new.
+                let n =
+                    delta(&self.served, &before.served, key) + delta(&self.open, &before.open, key);
+                (u64::try_from(n.max(0)).unwrap_or(0), key.as_str())
+            })
             .filter(|(n, _)| *n > 0)
             .collect();
         lines.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        let total = lines.iter().map(|(n, _)| n).sum();
         let text = lines
             .iter()
             .map(|(n, key)| format!("{n:>8} {key}\n"))
             .collect();
-        (self.total() - before.total(), text)
+        (total, text)
     }
 }
 
-/// The API server's `apiserver_request_total` for the requests for a
+/// The API server's `apiserver_request_total` and
+/// `apiserver_longrunning_requests` (watches) for the requests for a
 /// resource (get, list, watch, create, patch, …). Requests for no resource
 /// are left out: `/metrics` (the benchmark's own reads), health probes
-/// (kube-testenv's), and discovery (once per client start, the same for
-/// kplug and its baseline).
+/// (kube-testenv's), `/version` and discovery (once per client start).
 pub(crate) async fn requests(client: &Client) -> anyhow::Result<Requests> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client
@@ -49,10 +65,17 @@ pub(crate) async fn requests(client: &Client) -> anyhow::Result<Requests> {
 
 fn parse(text: &str) -> Requests {
     let mut requests = Requests::default();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
+    for line in text.lines() {
+        let map = if line.starts_with("apiserver_request_total{") {
+            &mut requests.served
+        } else if line.starts_with("apiserver_longrunning_requests{") {
+            if label(line, "verb") != Some("WATCH") {
+                continue;
+            }
+            &mut requests.open
+        } else {
+            continue;
+        };
         let Some(resource) = label(line, "resource").filter(|r| !r.is_empty()) else {
             continue;
         };
@@ -64,7 +87,7 @@ fn parse(text: &str) -> Requests {
             Some(sub) => format!("{verb} {resource}/{sub}"),
             None => format!("{verb} {resource}"),
         };
-        *requests.0.entry(key).or_default() += value as u64;
+        *map.entry(key).or_default() += value as u64;
     }
     requests
 }
@@ -93,12 +116,31 @@ apiserver_request_total{code="200",component="",dry_run="",group="",resource="",
 apiserver_request_total_other 9
 "#;
         let requests = parse(text);
-        assert_eq!(requests.total(), 6000);
         let (since, lines) = requests.since(&Requests::default());
         assert_eq!(since, 6000);
         assert_eq!(
             lines,
             "    4000 APPLY databasetables/status\n    2000 POST databasetables\n"
         );
+    }
+
+    #[test]
+    fn counts_open_watches_with_those_that_ended() {
+        let before = parse(
+            r#"apiserver_longrunning_requests{component="apiserver",group="myorg.org",resource="databasetables",scope="namespace",subresource="",verb="WATCH",version="v1alpha1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="myorg.org",resource="databasetables",scope="namespace",subresource="",verb="WATCH",version="v1alpha1"} 3
+"#,
+        );
+        // The open watch ended (4 served), two new ones are open, and a
+        // LIST is not a watch however long it ran.
+        let after = parse(
+            r#"apiserver_longrunning_requests{component="apiserver",group="myorg.org",resource="databasetables",scope="namespace",subresource="",verb="WATCH",version="v1alpha1"} 2
+apiserver_longrunning_requests{component="apiserver",group="myorg.org",resource="databasetables",scope="namespace",subresource="",verb="LIST",version="v1alpha1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="myorg.org",resource="databasetables",scope="namespace",subresource="",verb="WATCH",version="v1alpha1"} 4
+"#,
+        );
+        let (since, lines) = after.since(&before);
+        assert_eq!(since, 2, "{lines}");
+        assert_eq!(lines, "       2 WATCH databasetables\n");
     }
 }

@@ -104,8 +104,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
          extensions; the operator is restarted over them (the plugin stays) and measured once \
          it has caught up (no reconcile for {settle} s), the bare reflector (`kplug-bench \
          reflector`) once it holds them all plus {settle} s; then each for {rest} s at rest. \
-         P4's API requests are counted over the same window, by the same metric (a watch \
-         counts when it ends: the ones still open are not in it).",
+         P4's API requests are counted over the same window, the same way. Every API request \
+         count is `apiserver_request_total` (a request counts when it ends) plus the watches \
+         opened and still open (`apiserver_longrunning_requests`): a streaming list is one WATCH.",
         std::thread::available_parallelism().map_or(0, usize::from),
         tables = args.tables,
         rounds = args.rounds,

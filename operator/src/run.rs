@@ -17,6 +17,7 @@ use crate::admission::{self, WebhookConfig};
 use crate::delegate::Delegate;
 use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
+use crate::initial_list::InitialList;
 use crate::leader::{Elector, LeaderElection};
 use crate::reconcile::Settings;
 use crate::registry::{Registry, RegistryConfig};
@@ -51,6 +52,8 @@ pub struct Config {
     pub extension_kinds: AllowList,
     /// Serve the admission webhooks (none: off).
     pub webhook: Option<WebhookConfig>,
+    /// How the watches fill their caches (crate::initial_list).
+    pub initial_list: InitialList,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             leader_election: None,
             extension_kinds: AllowList::default(),
             webhook: None,
+            initial_list: InitialList::Auto,
         }
     }
 }
@@ -106,10 +110,13 @@ pub async fn run(
     }
     let gvk = crate::target::parse(&config.resource)?;
     let target = Target::discover(&client, &gvk).await?;
+    let mut config = config;
+    config.initial_list = config.initial_list.resolve(&client).await;
     tracing::info!(
         kind = %target.display(),
         namespace = config.namespace.as_deref().unwrap_or("(all)"),
         socket_dir = %config.registry.socket_dir.display(),
+        initial_list = %config.initial_list,
         "managing"
     );
     let mut metrics = prometheus_client::registry::Registry::default();
@@ -130,6 +137,7 @@ pub async fn run(
     .extension_kinds(config.extension_kinds.clone())
     .namespace(config.namespace.clone())
     .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
+    .initial_list(config.initial_list)
     .build()
     .await?;
     // Bound and registered before anything is served: a taken port, a bad
@@ -302,7 +310,7 @@ impl Term {
         // to the status the operator owns (crate::written); its own status
         // writes do not (they would loop).
         let delegate = Arc::clone(&self.delegate);
-        let objects = watcher(api, watcher::Config::default())
+        let objects = watcher(api, self.config.initial_list.watcher_config())
             .default_backoff()
             .reflect(writer)
             .inspect(move |event| {

@@ -15,6 +15,7 @@ use super::Delegate;
 use crate::backoff::{Backoff, FailureTracker};
 use crate::events::Events;
 use crate::extensions::{AllowList, Extensions};
+use crate::initial_list::InitialList;
 use crate::metrics::ReconcileMetrics;
 use crate::reconcile::{Core, HookQueue, Live, Settings};
 use crate::registry::Registry;
@@ -33,6 +34,7 @@ pub struct DelegateBuilder<K: Resource> {
     extension_kinds: AllowList,
     namespace: Option<String>,
     max_reconciles_per_plugin: u16,
+    initial_list: InitialList,
 }
 
 impl<K> DelegateBuilder<K>
@@ -53,7 +55,17 @@ where
             extension_kinds: AllowList::default(),
             namespace: None,
             max_reconciles_per_plugin: 6,
+            initial_list: InitialList::Auto,
         }
+    }
+
+    /// How the extension watches fill their caches (default
+    /// [`InitialList::Auto`]: streaming lists from Kubernetes 1.32 on).
+    /// Your own controller's watch of `K` is yours to configure:
+    /// [`InitialList::watcher_config`] gives the same settings.
+    pub fn initial_list(mut self, initial_list: InitialList) -> Self {
+        self.initial_list = initial_list;
+        self
     }
 
     /// Who reports the Events (default `kplug-operator`); a plugin's own
@@ -115,10 +127,12 @@ where
         // Without a registry the metrics are kept but exported nowhere.
         let metrics = self.metrics.unwrap_or_default();
         let (wake, woken) = mpsc::unbounded_channel();
+        let initial_list = self.initial_list.resolve(&self.client).await;
         let extensions = Extensions::new(
             self.client.clone(),
             target.api_resource.clone(),
             self.namespace,
+            initial_list,
             self.extension_kinds,
             metrics.clone(),
             wake.clone(),

@@ -65,6 +65,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 
+use crate::initial_list::InitialList;
 use crate::metrics::ReconcileMetrics;
 use seen::{ExtKey, Seen, SeenTable};
 use watch::KindWatch;
@@ -75,6 +76,8 @@ type BaseRef = ObjectRef<DynamicObject>;
 pub(crate) struct Extensions {
     client: Client,
     namespace: Option<String>,
+    /// How each kind's watch fills its cache.
+    initial_list: InitialList,
     base: ApiResource,
     allowed: AllowList,
     metrics: ReconcileMetrics,
@@ -100,6 +103,7 @@ impl Extensions {
         client: Client,
         base: ApiResource,
         namespace: Option<String>,
+        initial_list: InitialList,
         allowed: AllowList,
         metrics: ReconcileMetrics,
         trigger: mpsc::UnboundedSender<BaseRef>,
@@ -107,6 +111,7 @@ impl Extensions {
         Arc::new(Self {
             client,
             namespace,
+            initial_list,
             base,
             allowed,
             metrics,
@@ -299,6 +304,7 @@ impl Extensions {
                 KindWatch::start(
                     &self.client,
                     self.namespace.as_deref(),
+                    self.initial_list,
                     &ar,
                     matches!(scope, Scope::Namespaced),
                     Arc::downgrade(self),

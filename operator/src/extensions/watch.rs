@@ -12,6 +12,7 @@ use kube::{Client, ResourceExt};
 
 use super::Extensions;
 use super::seen::{ExtKey, Seen, Version};
+use crate::initial_list::InitialList;
 
 /// The cache of one extension kind, filled by its own watch.
 #[derive(Debug)]
@@ -31,6 +32,7 @@ impl KindWatch {
     pub(crate) fn start(
         client: &Client,
         namespace: Option<&str>,
+        initial_list: InitialList,
         ar: &ApiResource,
         namespaced: bool,
         extensions: Weak<Extensions>,
@@ -47,21 +49,21 @@ impl KindWatch {
             last_error: Mutex::new(None),
         });
         tracing::info!(kind = %ar.kind, group = %ar.group, "watching extension kind");
-        tokio::spawn(Arc::clone(&this).run(api, writer, extensions));
+        let config = initial_list.watcher_config();
+        tokio::spawn(Arc::clone(&this).run(api, config, writer, extensions));
         this
     }
 
     async fn run(
         self: Arc<Self>,
         api: Api<DynamicObject>,
+        config: watcher::Config,
         writer: Writer<DynamicObject>,
         extensions: Weak<Extensions>,
     ) {
         // The reflector applies each event to the cache before yielding it,
         // so what is compared below is what the next resolve will read.
-        let events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer);
+        let events = watcher(api, config).default_backoff().reflect(writer);
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             let Some(extensions) = extensions.upgrade() else {

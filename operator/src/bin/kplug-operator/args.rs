@@ -10,7 +10,7 @@ use clap::Parser;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_operator::{
-    AllowList, ClientConfig, FailurePolicy, LeaderElection, NoPlugin, RegistryConfig,
+    AllowList, ClientConfig, FailurePolicy, InitialList, LeaderElection, NoPlugin, RegistryConfig,
     SelectionMode, Settings, WebhookConfig,
 };
 use kube::runtime::events::Reporter;
@@ -143,6 +143,18 @@ pub(crate) struct Args {
     /// Finalizer added once an implementation is chosen
     #[arg(long, default_value = "kplug.io/finalizer")]
     finalizer: String,
+
+    /// How the watches fill their caches at start: streaming (one WATCH per
+    /// kind, answered from the API server's watch cache), paged (a LIST in
+    /// pages of 500, then a WATCH), or auto: streaming from Kubernetes 1.32
+    /// on, where the WatchList feature is on by default (paged on an API
+    /// server that turned it off)
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = PossibleValuesParser::new(InitialList::NAMES).try_map(|s| s.parse::<InitialList>()),
+    )]
+    initial_list: InitialList,
 
     /// Requeue successfully reconciled objects after this long (drift checks)
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
@@ -453,6 +465,7 @@ impl Args {
             leader_election,
             extension_kinds: AllowList::new(self.extension_kind),
             max_reconciles_per_plugin: self.max_reconciles_per_plugin,
+            initial_list: self.initial_list,
             reporter,
             operator_pod,
         }
