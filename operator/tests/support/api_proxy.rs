@@ -5,7 +5,7 @@
 //! it open on demand: it serves plain HTTP on loopback (like `kubectl
 //! proxy`), forwards every request with the test's admin client, and per
 //! resource plural it can
-//! - hold LIST requests until released ([`ApiProxy::hold_lists`]), and
+//! - hold LIST requests (and streaming lists: a WATCH with `sendInitialEvents`) until released ([`ApiProxy::hold_lists`]), and
 //! - force a relist ([`ApiProxy::force_relist`]): cut the open watches and
 //!   answer the next watch with `410 Gone`, as the API server does when a
 //!   resource version is too old.
@@ -202,8 +202,13 @@ async fn handle(
     let query = parts.uri.query().unwrap_or_default().to_owned();
     let get = parts.method == hyper::Method::GET;
     let ruled = get && rules.borrow().contains_key(&plural);
+    let watch = get && is_watch(&query);
+    // A list is a LIST, or a streaming list: a WATCH that starts with the
+    // initial state (`sendInitialEvents=true`, what the operator's watches
+    // use on API servers that have it).
+    let list = !watch || query.split('&').any(|kv| kv == "sendInitialEvents=true");
     let mut cut = None;
-    if get && is_watch(&query) {
+    if watch {
         let mut gone = false;
         rules.send_if_modified(|rules| {
             if let Some(rule) = rules.get_mut(&plural) {
@@ -217,12 +222,14 @@ async fn handle(
         // Every watch can be cut later, also one opened before any rule.
         let epoch = rules.borrow().get(&plural).map(|r| r.cut);
         let mut changes = rules.subscribe();
+        let plural = plural.clone();
         cut = Some(async move {
             let _ = changes
                 .wait_for(|rules| rules.get(&plural).map(|r| r.cut) != epoch)
                 .await;
         });
-    } else if ruled {
+    }
+    if ruled && list {
         let mut waiting = false;
         rules.send_if_modified(|rules| {
             let rule = rules.get_mut(&plural).expect("ruled");
