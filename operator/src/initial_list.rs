@@ -26,7 +26,8 @@ use std::str::FromStr;
 
 use kube::runtime::watcher;
 
-/// How a watch's cache is filled (see the [module docs](self)).
+/// How a watch's cache is filled: a paged LIST, or a streaming list (one
+/// WATCH with `sendInitialEvents`, from Kubernetes 1.32 on).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InitialList {
     /// Streaming where the API server's version has it on by default
