@@ -73,4 +73,5 @@ pub const RESERVED_CONDITION_TYPES: [&str; 4] = [
 
 pub mod limits;
 pub mod rules;
+pub mod shutdown;
 pub mod socket;

@@ -60,36 +60,12 @@ pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> 
     // The handlers are installed here, before the socket is bound: a
     // SIGTERM that comes as soon as the plugin answers must not find the
     // default action (death) still in place.
-    let shutdown = termination();
+    let shutdown = kplug_proto::shutdown::termination();
     let served = Server::from_env(info, plugin)?.run_until(shutdown).await;
     if let Some(exporter) = exporter {
         exporter.shutdown();
     }
     served
-}
-
-/// Installs the SIGTERM and SIGINT handlers at once (not when first
-/// polled: `run_until` polls its shutdown future only once the server and
-/// the heartbeats run, and on a loaded machine a SIGTERM sent right after
-/// the first answer came before that and killed the process), and returns
-/// a future that resolves on either signal.
-fn termination() -> impl Future<Output = ()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let handlers = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    );
-    async move {
-        match handlers {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => std::future::pending().await,
-        }
-    }
 }
 
 /// A plugin server with explicit settings (for tests and embedding);
@@ -591,26 +567,5 @@ impl<P: Plugin> PluginApi for Service<P> {
             .await
             .unwrap_or_else(Response::failed);
         Ok(tonic::Response::new(response.into_hook()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use nix::sys::signal::{Signal, raise};
-
-    use super::termination;
-
-    /// A SIGTERM that comes before the shutdown future is first polled
-    /// resolves it (and does not kill the process: before the handlers
-    /// were installed up front, this test's process died here).
-    #[tokio::test]
-    async fn a_sigterm_before_the_first_poll_is_not_lost() {
-        let shutdown = termination();
-        raise(Signal::SIGTERM).expect("SIGTERM raised");
-        tokio::time::timeout(Duration::from_secs(5), shutdown)
-            .await
-            .expect("the SIGTERM resolves the shutdown future");
     }
 }

@@ -54,7 +54,7 @@ async fn run(mut args: Args) -> ExitCode {
         instance: pod_env("POD_NAME"),
     };
     let config = args.into_config(reporter, operator_pod(), pod_env("POD_NAMESPACE"));
-    match kplug_operator::run(client, config, shutdown_signal()).await {
+    match kplug_operator::run(client, config, kplug_proto::shutdown::termination()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("kplug-operator: {error}");
@@ -79,27 +79,4 @@ fn operator_pod() -> Option<ObjectReference> {
         namespace: Some(pod_env("POD_NAMESPACE")?),
         ..ObjectReference::default()
     })
-}
-
-/// Installs the SIGTERM and SIGINT handlers now, not when `run` first
-/// polls the future (after its start-up: a SIGTERM in between found the
-/// default action and killed the process without releasing the Lease),
-/// and returns a future that resolves on either signal.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let handlers = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    );
-    async move {
-        match handlers {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => std::future::pending().await,
-        }
-    }
 }
