@@ -94,6 +94,7 @@ if [ -x "$repo/examples/database-table/dev/databases.sh" ]; then
 fi
 
 dir=${KPLUG_CI_DIR:-$(mktemp -d -t kplug-ci-$mode.XXXXXX)}
+mkdir -p "$dir"
 # mktemp makes it 0700; the databases run as their own users
 # (examples/database-table/dev/databases.sh), and their data lives in the
 # clone's target/: every directory on the way must be searchable, as a CI
