@@ -2,7 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use std::path::Path;
+
 use anyhow::Context as _;
+use futures::AsyncReadExt as _;
 use kube::Client;
 
 /// Requests by verb, resource and subresource: those served (ended), and
@@ -40,13 +43,35 @@ impl Requests {
             .filter(|(n, _)| *n > 0)
             .collect();
         lines.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-        let total = lines.iter().map(|(n, _)| n).sum();
+        let total = lines
+            .iter()
+            .filter(|(_, key)| !api_servers_own(key))
+            .map(|(n, _)| n)
+            .sum();
         let text = lines
             .iter()
-            .map(|(n, key)| format!("{n:>8} {key}\n"))
+            .map(|(n, key)| {
+                let note = if api_servers_own(key) {
+                    " (the API server's own, not counted)"
+                } else {
+                    ""
+                };
+                format!("{n:>8} {key}{note}\n")
+            })
             .collect();
         (total, text)
     }
+}
+
+/// Whether requests of `key` (verb and resource) are the API server's own
+/// housekeeping, made on its own clock whoever the clients are: the
+/// `kubernetes` Service's endpoints, which it reconciles every 10 s, and
+/// its identity Lease, which it renews with a PUT. No controller measured
+/// here makes them (`kube-lease-manager` renews a Lease with GET and
+/// PATCH), and counting them would charge a client for the time it ran.
+fn api_servers_own(key: &str) -> bool {
+    let resource = key.split_once(' ').map_or("", |(_, r)| r);
+    matches!(resource, "endpoints" | "endpointslices") || key == "PUT leases"
 }
 
 /// The API server's `apiserver_request_total` and
@@ -61,6 +86,27 @@ pub(crate) async fn requests(client: &Client) -> anyhow::Result<Requests> {
         .await
         .context("reading the API server's /metrics")?;
     Ok(parse(&text))
+}
+
+/// A CPU profile of the API server (and etcd: one process) over the next
+/// `seconds`, from its `/debug/pprof/profile`, written to `to` for
+/// `go tool pprof`. For finding what makes one controller's requests dearer
+/// than another's: `KPLUG_BENCH_API_PROFILE=<seconds>` has every P2
+/// measurement take one from its start.
+pub(crate) async fn profile(client: &Client, seconds: u64, to: &Path) -> anyhow::Result<()> {
+    let request =
+        http::Request::get(format!("/debug/pprof/profile?seconds={seconds}")).body(Vec::new())?;
+    let stream = client
+        .request_stream(request)
+        .await
+        .context("asking the API server for a CPU profile")?;
+    let mut stream = std::pin::pin!(stream);
+    let mut body = Vec::new();
+    stream
+        .read_to_end(&mut body)
+        .await
+        .context("reading the API server's CPU profile")?;
+    std::fs::write(to, body).with_context(|| format!("writing {}", to.display()))
 }
 
 fn parse(text: &str) -> Requests {
@@ -142,5 +188,19 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="myorg
         let (since, lines) = after.since(&before);
         assert_eq!(since, 2, "{lines}");
         assert_eq!(lines, "       2 WATCH databasetables\n");
+    }
+
+    #[test]
+    fn the_api_servers_own_housekeeping_is_listed_not_counted() {
+        let text = r#"apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="endpoints",scope="resource",subresource="",verb="GET",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PATCH",version="v1"} 3
+"#;
+        let (since, lines) = parse(text).since(&Requests::default());
+        assert_eq!(since, 3, "{lines}");
+        assert_eq!(
+            lines,
+            "       3 PATCH leases\n       2 GET endpoints (the API server's own, not counted)\n       2 PUT leases (the API server's own, not counted)\n"
+        );
     }
 }

@@ -9,7 +9,10 @@
 //! watches skip changes that leave the generation alone (so its own status
 //! writes wake nothing), an extension's change wakes the tables that name
 //! it, and as many objects are reconciled at once as kplug-operator's
-//! default `--workers`.
+//! default `--workers`. It reconciles while it holds a leader Lease, as a
+//! controller deployed with a Deployment does (kubebuilder's scaffold runs
+//! its manager with `--leader-elect`; a rolling update runs two Pods at
+//! once), with kplug-operator's Lease settings and library.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
+use kube_lease_manager::LeaseManagerBuilder;
 use serde_json::{Map, Value, json};
 use sqlite_plugin::SqlitePlugin;
 
@@ -47,6 +51,10 @@ pub(crate) struct Args {
     /// Objects reconciled at once (kplug-operator's `--workers` default).
     #[arg(long, default_value_t = 8)]
     workers: u16,
+    /// Seconds the leader Lease stays valid without renewal; it is renewed
+    /// a third of that before it expires (kplug-operator's defaults).
+    #[arg(long, default_value_t = 15)]
+    lease_duration: u64,
 }
 
 struct Context {
@@ -77,6 +85,15 @@ fn failed(what: &str, obj: &DynamicObject) -> impl FnOnce(&dyn std::fmt::Display
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)?;
     let client = Client::try_default().await?;
+    let lease = LeaseManagerBuilder::new(client.clone(), "kplug-bench-baseline")
+        .with_namespace(&args.namespace)
+        .with_identity(format!("baseline-{}", std::process::id()))
+        .with_duration(args.lease_duration)
+        .with_grace((args.lease_duration / 3).max(1))
+        .build()
+        .await?;
+    let (mut leading, _renewing) = lease.watch().await;
+    leading.wait_for(|leading| *leading).await?;
     let (tables_ar, extensions_ar) = (table_resource(), extension_resource());
     let tables: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &args.namespace, &tables_ar);
@@ -115,7 +132,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         plugin: SqlitePlugin::new(args.data_dir),
         extensions: extension_store,
     });
-    Controller::for_stream_with(table_changes, store, tables_ar)
+    let controller = Controller::for_stream_with(table_changes, store, tables_ar)
         .with_config(kube::runtime::Config::default().concurrency(args.workers))
         .watches_stream_with(extension_changes, naming, extensions_ar)
         .run(reconcile, |_, _, _| Action::requeue(RETRY), context)
@@ -123,9 +140,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             if let Err(error) = result {
                 tracing::warn!(%error, "reconcile");
             }
-        })
-        .await;
-    Ok(())
+        });
+    tokio::select! {
+        () = controller => Ok(()),
+        lost = leading.wait_for(|leading| !*leading) => {
+            lost?;
+            anyhow::bail!("lost the leader Lease")
+        }
+    }
 }
 
 /// The name of the SQLite extension `table` names, if any.

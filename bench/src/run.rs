@@ -93,10 +93,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
          with 8 tables). \
          P2: {tables} `DatabaseTable`s, each with a `DatabaseTableSqliteExtension`, \
          created 32 at a time; kplug against an in-process kube-rs controller calling the \
-         same plugin code with the same writes (`kplug-bench baseline`); mean of {rounds} \
+         same plugin code with the same writes (`kplug-bench baseline`), both under a leader \
+         Lease; mean of {rounds} \
          round(s), alternating which goes first. Wall time: first create to last `Ready`; \
          API requests: `apiserver_request_total` for resources, less the benchmark's own \
-         creates; CPU: user + system from `/proc`, from the first create until {settle} s after \
+         creates and the API server's own housekeeping (its Service's endpoints, its identity \
+         Lease); CPU: user + system from `/proc`, from the first create until {settle} s after \
          the last `Ready`. P3: {waiting} tables waiting when the plugin starts (and, as a \
          yardstick, when the in-process baseline starts); the SIGKILL is timed until the \
          operator's `/plugins` no longer lists the plugin; the restart's Reconcile calls are \
@@ -319,6 +321,14 @@ async fn converge(work: &Path, n: usize, rounds: usize) -> anyhow::Result<Vec<Ro
     ])
 }
 
+/// `KPLUG_BENCH_API_PROFILE`: the seconds of the API server's CPU profile
+/// each P2 measurement takes from its start ([`apiserver::profile`]).
+fn api_profile_seconds() -> Option<u64> {
+    std::env::var("KPLUG_BENCH_API_PROFILE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+}
+
 impl Bench {
     async fn converge_once(&self, n: usize, who: Who) -> anyhow::Result<Converged> {
         let (ns, data) = self.place(&format!("p2-{who:?}").to_lowercase()).await?;
@@ -350,6 +360,13 @@ impl Bench {
         let requests_before = apiserver::requests(&self.client).await?;
         let (cpu_before, operator_before) = cpu(&operator, &processes)?;
         let api_server_before = Usage::of(self.api_server)?.cpu;
+        let profile = api_profile_seconds().map(|seconds| {
+            let (client, to) = (
+                self.client.clone(),
+                self.work.join(format!("apiserver-{ns}.pprof")),
+            );
+            tokio::spawn(async move { apiserver::profile(&client, seconds, &to).await })
+        });
         let start = Instant::now();
         let own_requests = objects::create(&self.client, &ns, 0..n).await?;
         let last = watch
@@ -360,8 +377,12 @@ impl Bench {
             .await?
             .since(&requests_before);
         std::fs::write(self.work.join(format!("requests-{ns}.txt")), breakdown)?;
+        if let Some(profile) = profile {
+            profile.await??;
+        }
         let (cpu_after, operator_after) = cpu(&operator, &processes)?;
         let api_server_after = Usage::of(self.api_server)?.cpu;
+        self.keep_sample(&ns).await?;
         if let Some(operator) = operator {
             operator.stop(&self.work).await?;
         }
@@ -375,6 +396,29 @@ impl Bench {
             operator_cpu: operator_after - operator_before,
             api_server_cpu: api_server_after - api_server_before,
         })
+    }
+
+    /// Keeps the first table of `ns` and its extension as the API server
+    /// stores them (managed fields included) in `sample-<ns>.json`, read
+    /// after everything was measured: what each controller's writes cost
+    /// the API server grows with the size of what it stores.
+    async fn keep_sample(&self, ns: &str) -> anyhow::Result<()> {
+        let name = objects::name(0);
+        let mut sample = serde_json::Map::new();
+        for (what, ar) in [
+            ("table", objects::table_resource()),
+            ("extension", objects::extension_resource()),
+        ] {
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::namespaced_with(self.client.clone(), ns, &ar);
+            let obj = api.get(&name).await?;
+            let bytes = serde_json::to_vec(&obj)?.len();
+            sample.insert(format!("{what}Bytes"), bytes.into());
+            sample.insert(what.to_owned(), serde_json::to_value(obj)?);
+        }
+        let path = self.work.join(format!("sample-{ns}.json"));
+        std::fs::write(&path, serde_json::to_vec_pretty(&sample)?)
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     /// P3: a plugin registering while `n` tables wait for it, its SIGKILL,

@@ -72,7 +72,7 @@ impl Preference {
             Self::NotOffered { preferred, offered } => Some((
                 "PreferenceNotOffered",
                 format!(
-                    "spec.preferredImplementation {preferred:?} is offered by no plugin registered since the operator started (offered: {}); check its spelling, or deploy a plugin that offers it. {on}",
+                    "spec.preferredImplementation {preferred:?} is offered by no plugin registered since the operator started (offered: {}); check its spelling, or deploy a plugin that offers it. {on}; to move it once the preference is right (the old implementation cleans up with Finalize first), annotate it kplug.io/reselect",
                     if offered.is_empty() {
                         "none".to_owned()
                     } else {
@@ -128,6 +128,7 @@ mod tests {
         let (reason, message) = preference.notice(&pg()).unwrap();
         assert_eq!(reason, "PreferenceNotOffered");
         assert!(message.contains("\"Pyhton\""), "{message}");
+        assert!(message.contains("kplug.io/reselect"), "{message}");
         assert!(
             message.contains("(offered: MariaDB, PostgreSQL)"),
             "{message}"

@@ -199,9 +199,38 @@ async fn plugins_why_and_replay() {
     .await;
     assert!(!ok);
     assert!(
-        err.contains(&format!("reading DatabaseTable {}/missing", w.ns)),
+        err.contains(&format!(
+            "DatabaseTable {ns}/missing not found (kubectl get databasetables -n {ns} lists them)",
+            ns = w.ns
+        )),
         "{err}"
     );
+    assert!(!err.contains("Status {"), "no Debug text: {err}");
+
+    // A reader that goes away (`| head -1`) ends it quietly: stdout is
+    // closed before it writes anything.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kplug"))
+        .args([
+            "why",
+            "databasetable/ready",
+            "-n",
+            &w.ns,
+            "--operator",
+            &operator,
+        ])
+        .env(
+            "KUBECONFIG",
+            kplug_testenv::control_plane().kubeconfig_path(),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 async fn wait_for_socket(socket: &Path) {

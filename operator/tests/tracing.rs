@@ -82,7 +82,16 @@ async fn one_reconcile_is_one_trace_across_operator_and_plugin() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     let w = world("trace", &["--otlp-endpoint", &endpoint]).await;
-    let _pg = spawn_plugin(&w, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]);
+    // Logging at `warn`, as production often does, turns off logs only:
+    // the plugin's spans are still exported (one `init_subscriber` for the
+    // operator and every Rust plugin, with a filter per layer).
+    let _pg = spawn_plugin(
+        &w,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("RUST_LOG", "warn"),
+        ],
+    );
     w.create_table("traced", "PostgreSQL", json!({}), false)
         .await;
     let table = w

@@ -129,6 +129,57 @@ async fn a_new_table_costs_three_writes() {
     assert_eq!(calls_for(&w, "lean").len(), 1, "one call");
 }
 
+/// A table applied a moment before its extensions (as `kubectl apply` of
+/// one file may do, and as their watches may deliver them) writes no
+/// "waiting" status and no Warning on the way: a new object waits quietly
+/// for its extensions for a few seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_that_come_a_moment_after_their_table_cost_no_write() {
+    let proxy = api_proxy::ApiProxy::start().await;
+    let w = world_with_kubeconfig("budget-late", &["--resync", "1h"], proxy.kubeconfig()).await;
+    let _plugin = spawn_mariadb_plugin(&w);
+    w.until_plugin_up("mariadb", T).await;
+    calls_when_quiet(&w, Duration::from_millis(500)).await;
+    let since = proxy.requests().len();
+    w.create_table("late", "MariaDB", json!({}), true).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (ar, kind) in [
+        (maria_ext_resource(), "DatabaseTableMariaDbExtension"),
+        (pg_ext_resource(), "DatabaseTablePostgreSqlExtension"),
+    ] {
+        w.create(
+            &ar,
+            json!({"apiVersion": "myorg.org/v1alpha1", "kind": kind,
+                             "metadata": {"name": "late"}, "spec": {}}),
+        )
+        .await;
+    }
+    w.ready_on("late", "MariaDB", T).await;
+    calls_when_quiet(&w, Duration::from_secs(1)).await;
+
+    let status_writes: Vec<String> = requests_since(&proxy, since)
+        .into_iter()
+        .filter(|r| !r.starts_with("GET ") && r.ends_with("/databasetables/late/status"))
+        .collect();
+    assert_eq!(
+        status_writes.len(),
+        1,
+        "the table's status was written more than once (a wait, then Ready?): {status_writes:#?}"
+    );
+    let events = w.events_for("late").await;
+    assert!(
+        !events
+            .iter()
+            .any(|(_, reason, _)| reason == "ExtensionNotFound"),
+        "a Warning for extensions that were on their way: {events:#?}"
+    );
+    assert_eq!(
+        calls_for(&w, "late").len(),
+        1,
+        "one call, with the extensions"
+    );
+}
+
 /// An operator that starts over converged tables reconciles each of them
 /// (a new leader term does), and asks the API server nothing per table:
 /// while its plugin registers again the tables keep their status (no flip

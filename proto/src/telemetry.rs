@@ -79,24 +79,33 @@ impl Exporter {
 /// (never in files or log collectors), and, with `exporter`, spans exported
 /// as `tracer`.
 ///
+/// Each has its own filter: `RUST_LOG` chooses the logs only. Production
+/// runs often log at `warn`, and one filter for the whole subscriber would
+/// turn off the `info` spans a trace is made of (and the `traceparent` sent
+/// to plugins with them). The exported spans are those at `info` and above.
+///
 /// # Errors
 /// When a subscriber is installed already (the first one stays).
 pub fn init_subscriber(
     exporter: Option<&Exporter>,
     tracer: &'static str,
 ) -> Result<(), tracing_subscriber::util::TryInitError> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let logs = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::registry()
         .with(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with(
             tracing_subscriber::fmt::layer()
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                .with_filter(logs),
         )
-        .with(exporter.map(|e| tracing_opentelemetry::layer().with_tracer(e.tracer(tracer))))
+        .with(exporter.map(|e| {
+            tracing_opentelemetry::layer()
+                .with_tracer(e.tracer(tracer))
+                .with_filter(LevelFilter::INFO)
+        }))
         .try_init()
 }
 

@@ -5,6 +5,9 @@
 //! nothing written), [`write`](mod@write) (at most one status write, then the
 //! Events).
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use kplug_proto::v1::HookPhase;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -16,7 +19,7 @@ use super::recent::Behind;
 use super::wait::wait_for_plugin;
 use super::write::PluginFields;
 use super::{Backend, Core, Outcome, ReconcileError, call, hooks, record, write};
-use crate::extensions::{Resolution, references};
+use crate::extensions::{Problem, Resolution, references};
 use crate::selection::{Candidate, Recorded};
 use crate::share::Place;
 use crate::status::{Condition, OperatorConditions, types};
@@ -84,6 +87,14 @@ async fn waiting_for_extensions<B: Backend>(
     resolution: &Resolution,
     resolved: Condition,
 ) -> Result<Outcome, ReconcileError> {
+    // A new object's extensions usually come with it (one `kubectl apply`),
+    // but through another watch, which may be a moment behind or not have
+    // listed yet: writing "waiting" and then "ready" would cost a write
+    // and show a failure that never was. It waits quietly for the grace;
+    // the watches wake it, and the end of the grace writes the wait.
+    if let Some(after) = grace_left(obj, resolution, Timestamp::now()) {
+        return Ok(Outcome::ExtensionsExpected { after });
+    }
     // Waiting for a watch's first list is routine and short: an object
     // served at this generation keeps its status meanwhile (after an
     // operator's start every object would otherwise flip to waiting and
@@ -115,6 +126,34 @@ async fn waiting_for_extensions<B: Backend>(
     // its first list is in; the backoff is a safety net (e.g. for a kind
     // whose CRD is missing, or a watch the API server refuses).
     Ok(Outcome::WaitingForExtensions)
+}
+
+/// How long a new object waits for its extensions before the wait is
+/// written ([`waiting_for_extensions`]).
+pub(super) const EXTENSION_GRACE: Duration = Duration::from_secs(5);
+
+/// What is left at `now` of `obj`'s [`EXTENSION_GRACE`], when its
+/// extensions are only missing (not malformed or refused) or unlisted, and
+/// it was created less than the grace ago (by this machine's clock: a clock
+/// ahead of the API server's shortens the grace, one behind it is capped at
+/// the grace).
+pub(super) fn grace_left(
+    obj: &DynamicObject,
+    resolution: &Resolution,
+    now: Timestamp,
+) -> Option<Duration> {
+    let expected = resolution
+        .problems
+        .iter()
+        .all(|(p, _)| *p == Problem::NotFound);
+    if !expected || served_at_this_generation(obj) {
+        return None;
+    }
+    let created = obj.metadata.creation_timestamp.as_ref()?.0;
+    let age = Duration::try_from(now.duration_since(created)).unwrap_or_default();
+    EXTENSION_GRACE
+        .checked_sub(age)
+        .filter(|left| !left.is_zero())
 }
 
 /// Calls each target (concurrently, under `--selection all`: each holds a

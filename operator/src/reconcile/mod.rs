@@ -14,8 +14,9 @@
 //!    `kplug.io/implementation` and `kplug.io/plugin`).
 //! 4. The extensions are resolved from their watches (a missing one is
 //!    `ExtensionsResolved=False` naming it, and the plugin is not called
-//!    until it exists), and the cache is checked against this process's
-//!    own writes, without a read ([`recent`]).
+//!    until it exists; a new object waits quietly for a few seconds first,
+//!    since extensions usually come with it), and the cache is checked
+//!    against this process's own writes, without a read ([`recent`]).
 //! 5. [`call`]: each target (concurrently under `--selection all`, each in
 //!    its own plugin's share), with its hooks ([`hooks`]). The call writes
 //!    nothing; each ends in an [`Outcome`] ([`outcome`]), the one place

@@ -38,7 +38,12 @@ struct Args {
 }
 
 fn step(n: u32, text: &str) {
-    println!("\n\x1b[1m[{n}/6] {text}\x1b[0m");
+    // Bold for a person at a terminal; plain text in a pipe or a log.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        println!("\n\x1b[1m[{n}/6] {text}\x1b[0m");
+    } else {
+        println!("\n[{n}/6] {text}");
+    }
 }
 
 fn binary(name: &str) -> Result<PathBuf> {
@@ -368,6 +373,11 @@ async fn main() -> Result<()> {
     }
     drop(control_plane);
     println!("demo done.");
+    println!(
+        "next: write your own kind and plugin (docs/your-own-kind.md), or run \
+         `target/debug/kplug-demo --keep` to keep this one running and look around \
+         (kubectl, kubectl kplug why)."
+    );
     Ok(())
 }
 

@@ -60,9 +60,11 @@ pub(crate) struct Args {
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     heartbeat_ttl: Duration,
 
-    /// Heartbeat interval asked of plugins
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    heartbeat_interval: Duration,
+    /// Heartbeat interval asked of plugins. Default: a third of
+    /// --heartbeat-ttl (5s for the default 15s), so that a plugin is removed
+    /// only after two heartbeats in a row were lost
+    #[arg(long, value_parser = parse_duration)]
+    heartbeat_interval: Option<Duration>,
 
     /// Deadline of each Reconcile, Finalize and Hook call, unless the plugin
     /// declares its own (a call policy, kept within [1s, 10m]). A call past
@@ -441,7 +443,7 @@ impl Args {
             registry: RegistryConfig {
                 socket_dir: self.socket_dir,
                 heartbeat_ttl: self.heartbeat_ttl,
-                heartbeat_interval: self.heartbeat_interval,
+                heartbeat_interval: self.heartbeat_interval.unwrap_or(self.heartbeat_ttl / 3),
                 call_timeout: self.call_timeout,
                 admission_call_timeout: self.admission_call_timeout,
                 max_in_flight: self.max_in_flight,
@@ -575,6 +577,36 @@ mod tests {
                 .into_config(Reporter::from("t"), None, None)
                 .webhook
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn the_heartbeat_interval_follows_the_ttl_unless_given() {
+        let registry = |args: &[&str]| {
+            Args::try_parse_from(
+                ["kplug-operator", "--resource", "a.b/v1/C"]
+                    .iter()
+                    .chain(args),
+            )
+            .unwrap()
+            .into_config(Reporter::from("t"), None, None)
+            .registry
+        };
+        let defaults = registry(&[]);
+        assert_eq!(
+            (defaults.heartbeat_ttl, defaults.heartbeat_interval),
+            (Duration::from_secs(15), Duration::from_secs(5))
+        );
+        // A TTL alone is enough: it used to need --heartbeat-interval too.
+        let short = registry(&["--heartbeat-ttl", "3s"]);
+        assert_eq!(short.heartbeat_interval, Duration::from_secs(1));
+        short.validate().unwrap();
+        let both = registry(&["--heartbeat-ttl", "3s", "--heartbeat-interval", "500ms"]);
+        assert_eq!(both.heartbeat_interval, Duration::from_millis(500));
+        assert!(
+            registry(&["--heartbeat-ttl", "3s", "--heartbeat-interval", "2s"])
+                .validate()
+                .is_err()
         );
     }
 

@@ -1,7 +1,21 @@
 //! `kubectl-kplug`: `kubectl kplug plugins | why | replay`, for operators
 //! built on kplug. See `--help`.
 
+/// `print!` to stdout that ends the program quietly when stdout is a
+/// closed pipe (`kubectl kplug why ... | head -5`), as kubectl does,
+/// instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), false) };
+}
+
+/// [`out!`] with a newline, as `println!`.
+macro_rules! outln {
+    () => { $crate::output::write(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), true) };
+}
+
 mod operator;
+mod output;
 mod plugins;
 mod replay;
 mod target;

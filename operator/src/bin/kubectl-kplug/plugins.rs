@@ -63,7 +63,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             ]);
         }
     }
-    print!("{}", table(&rows));
+    out!("{}", table(&rows));
     Ok(())
 }
 

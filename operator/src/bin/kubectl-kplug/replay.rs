@@ -207,7 +207,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             )
         }
     };
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    outln!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(())
 }
 

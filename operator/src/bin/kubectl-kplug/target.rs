@@ -77,10 +77,22 @@ impl Target {
     pub(crate) async fn get(&self, client: &kube::Client) -> Result<DynamicObject, Error> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &self.namespace, &self.resource);
-        let mut obj = api
-            .get(&self.name)
-            .await
-            .map_err(|e| format!("reading {}: {e}", self.display()))?;
+        let mut obj = api.get(&self.name).await.map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 404 => format!(
+                "{} not found (kubectl get {} -n {} lists them)",
+                self.display(),
+                self.resource.plural,
+                self.namespace
+            ),
+            kube::Error::Api(status) => format!(
+                "reading {}: the API server answered {} {}: {}",
+                self.display(),
+                status.code,
+                status.reason,
+                status.message
+            ),
+            other => format!("reading {}: {other}", self.display()),
+        })?;
         // A get of a custom resource carries apiVersion and kind; make sure.
         obj.types.get_or_insert_with(|| kube::api::TypeMeta {
             api_version: self.resource.api_version.clone(),

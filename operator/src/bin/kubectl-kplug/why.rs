@@ -47,7 +47,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let preferred = text(&obj.data, "/spec/preferredImplementation");
     let recorded_plugin =
         annotation(kplug_operator::PLUGIN_ANNOTATION).or_else(|| text(&status, "/plugin"));
-    println!(
+    outln!(
         "{} (generation {}, observed {})",
         target.display(),
         obj.metadata.generation.unwrap_or_default(),
@@ -56,7 +56,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             .and_then(Value::as_i64)
             .map_or_else(|| "never".to_owned(), |g| g.to_string()),
     );
-    println!(
+    outln!(
         "Implementation: {}{}",
         implementation.as_deref().unwrap_or("none chosen yet"),
         recorded_plugin
@@ -64,7 +64,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             .map(|p| format!(", plugin {p}"))
             .unwrap_or_default(),
     );
-    println!(
+    outln!(
         "Preferred:      {}",
         preferred.as_deref().unwrap_or("(none)")
     );
@@ -75,13 +75,13 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         .unwrap_or_default();
     let ready = conditions.iter().find(|c| c["type"] == "Ready");
     match ready {
-        Some(c) => println!(
+        Some(c) => outln!(
             "Ready:          {} ({}): {}",
             c["status"].as_str().unwrap_or("?"),
             c["reason"].as_str().unwrap_or(""),
             c["message"].as_str().unwrap_or("")
         ),
-        None => println!("Ready:          no condition yet: the operator has not reconciled it"),
+        None => outln!("Ready:          no condition yet: the operator has not reconciled it"),
     }
     if let Some(trace) = conditions
         .iter()
@@ -89,10 +89,10 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         .and_then(|c| c["message"].as_str())
         .and_then(|m| m.rsplit_once("(trace ")?.1.strip_suffix(')'))
     {
-        println!("Trace:          {trace} (the reconcile that brought the current state)");
+        outln!("Trace:          {trace} (the reconcile that brought the current state)");
     }
 
-    println!("\nCONDITIONS");
+    outln!("\nCONDITIONS");
     let mut rows = vec![["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"].map(String::from)];
     for c in &conditions {
         rows.push([
@@ -107,17 +107,17 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             c["message"].as_str().unwrap_or("").to_owned(),
         ]);
     }
-    print!("{}", table(&rows));
+    out!("{}", table(&rows));
 
-    println!("\nEVENTS (newest last)");
-    print!("{}", events(client, &obj, &target.namespace).await);
+    outln!("\nEVENTS (newest last)");
+    out!("{}", events(client, &obj, &target.namespace).await);
 
     let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
     let wanted = implementation.clone().or(preferred.clone());
-    println!("\nPLUGIN");
+    outln!("\nPLUGIN");
     let advice = match args.source.replicas(client).await {
         Err(error) => {
-            println!("the operator could not be asked: {error}");
+            outln!("the operator could not be asked: {error}");
             None
         }
         Ok(replicas) => Some(plugin_state(
@@ -133,10 +133,10 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         .last_calls(client, &obj.uid().unwrap_or_default())
         .await
     {
-        Ok(calls) if calls.is_empty() => println!("last call: none since the operator started"),
+        Ok(calls) if calls.is_empty() => outln!("last call: none since the operator started"),
         Ok(calls) => {
             for (replica, call) in calls {
-                println!(
+                outln!(
                     "{replica}: last call {} to plugin {}: {} in {:.0} ms, {:.0}s ago",
                     call.call,
                     call.plugin,
@@ -149,19 +149,46 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         Err(_) => {} // said above, with the plugins
     }
 
-    println!("\nWHAT TO DO");
+    outln!("\nWHAT TO DO");
     let ready_true = ready.is_some_and(|c| c["status"] == "True");
-    match (ready_true, advice) {
-        (true, _) => println!("Nothing: it is Ready."),
-        (false, Some(Some(advice))) => println!("{advice}"),
-        (false, _) => println!(
-            "{}",
-            ready.and_then(|c| c["message"].as_str()).unwrap_or(
-                "Wait for the operator to reconcile it, or check that the operator runs."
-            )
+    outln!("{}", what_to_do(ready_true, advice.flatten(), &conditions));
+    Ok(())
+}
+
+/// The advice at the end of `why`: never "nothing" while the plugin the
+/// object needs is gone (its status is from before: the next reconcile
+/// waits for it), and never the condition's message said again.
+fn what_to_do(ready: bool, plugin_advice: Option<String>, conditions: &[Value]) -> String {
+    match (ready, plugin_advice) {
+        (true, None) => "Nothing: it is Ready.".to_owned(),
+        (true, Some(advice)) => format!(
+            "It was Ready when last reconciled, but its plugin is not there now: the next reconcile waits for it. {advice}"
+        ),
+        (false, Some(advice)) => advice,
+        (false, None) => conditions
+            .iter()
+            .find(|c| c["status"] == "False" && c["type"] != "Ready")
+            .and_then(|c| c["reason"].as_str())
+            .map_or_else(
+                || "Wait for the operator to reconcile it, or check that the operator runs (kubectl kplug plugins).".to_owned(),
+                advice_for_reason,
+            ),
+    }
+}
+
+/// What a person does about a blocking condition's reason.
+fn advice_for_reason(reason: &str) -> String {
+    match reason {
+        "ExtensionNotFound" => "Create the extension the ExtensionsResolved condition names (in the object's namespace), or remove it from spec.extensions.".to_owned(),
+        "ExtensionNotAllowed" => "Reference only extension kinds the operator allows (its --extension-kind flags), in the object's namespace.".to_owned(),
+        "ExtensionKindNotServed" => "Install the CRD of the extension kind the ExtensionsResolved condition names, or fix its apiVersion and kind.".to_owned(),
+        "InvalidReference" => "Fix spec.extensions: each entry needs apiVersion, kind and name.".to_owned(),
+        "PluginFailed" | "ReconcileFailed" => "The plugin refused the object: fix the spec as the Reconciled condition says; the operator tries again on the next change.".to_owned(),
+        "InvalidPluginResponse" => "The plugin broke the protocol: report it to its authors with the Reconciled condition's message (kubectl-kplug replay shows its raw answer).".to_owned(),
+        other => format!(
+            "See the {other} condition above; the operator tries again by itself (the Events say when)."
         ),
     }
-    Ok(())
 }
 
 /// Prints the state of the plugin that serves (or should serve) the
@@ -173,7 +200,7 @@ fn plugin_state(
     recorded_plugin: Option<&str>,
 ) -> Option<String> {
     let Some(implementation) = implementation else {
-        println!("no implementation chosen or preferred");
+        outln!("no implementation chosen or preferred");
         return None;
     };
     let mut advice = None;
@@ -196,11 +223,11 @@ fn plugin_state(
                 registered.join(", ")
             };
             match recorded_plugin {
-                None => println!(
+                None => outln!(
                     "{}: no registered plugin offers {implementation} (registered: {registered})",
                     replica.source
                 ),
-                Some(p) => println!(
+                Some(p) => outln!(
                     "{}: plugin {p}, chosen for {implementation}, is not registered (registered: {registered})",
                     replica.source
                 ),
@@ -214,7 +241,7 @@ fn plugin_state(
             ));
         }
         for plugin in offering {
-            println!(
+            outln!(
                 "{}: plugin {} {} is registered, {}, last heartbeat {:.0}s ago",
                 replica.source,
                 plugin.name,
@@ -285,5 +312,29 @@ fn age(then: Timestamp) -> String {
         s if s < 2 * 3600 => format!("{}m", s / 60),
         s if s < 2 * 86_400 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn what_to_do_never_contradicts_the_plugin_state_or_repeats_the_condition() {
+        assert_eq!(what_to_do(true, None, &[]), "Nothing: it is Ready.");
+        let gone = what_to_do(true, Some("Start the plugin hola.".into()), &[]);
+        assert!(
+            !gone.contains("Nothing") && gone.ends_with("Start the plugin hola."),
+            "{gone}"
+        );
+        let missing = json!([
+            {"type": "Ready", "status": "False", "reason": "ExtensionNotFound", "message": "extension X users not found"},
+            {"type": "ExtensionsResolved", "status": "False", "reason": "ExtensionNotFound", "message": "extension X users not found"},
+        ]);
+        let advice = what_to_do(false, None, missing.as_array().unwrap());
+        assert!(advice.starts_with("Create the extension"), "{advice}");
+        assert!(!advice.contains("users not found"), "{advice}");
     }
 }

@@ -18,7 +18,9 @@ impl Outcome {
             | Self::StatusRefused { .. }
             | Self::NotSupported { .. } => Some("failed"),
             Self::HookStopped { .. } => Some("hook_failed"),
-            Self::WaitingForPlugin | Self::WaitingForExtensions => Some("waiting"),
+            Self::WaitingForPlugin
+            | Self::WaitingForExtensions
+            | Self::ExtensionsExpected { .. } => Some("waiting"),
             Self::Busy => Some("busy"),
             Self::Finalized => Some("finalized"),
             Self::All(_)

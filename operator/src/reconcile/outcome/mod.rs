@@ -99,6 +99,10 @@ pub(crate) enum Outcome {
     Queued,
     /// Waiting for extensions; their watches wake the object.
     WaitingForExtensions,
+    /// A new object's extensions are not there yet, and nothing was
+    /// written: they usually come with it. Their watches wake the object;
+    /// `after` is when the grace ends and the wait is written.
+    ExtensionsExpected { after: Duration },
     /// The plugin's share of the workers is taken.
     Busy,
     /// The cache is behind the API server.
@@ -172,7 +176,7 @@ impl Outcome {
             Self::HookStopped { .. } => "HookFailed",
             Self::All(_) => "Reconciled",
             Self::WaitingForPlugin | Self::Woken | Self::Queued => "WaitingForPlugin",
-            Self::WaitingForExtensions => "WaitingForExtensions",
+            Self::WaitingForExtensions | Self::ExtensionsExpected { .. } => "WaitingForExtensions",
             Self::Busy => "PluginBusy",
             Self::Stale => "CacheBehind",
             Self::Vanished => "ObjectGone",
@@ -231,7 +235,7 @@ impl Outcome {
             Self::WaitingForPlugin | Self::Woken | Self::Queued => {
                 "the plugin is called once it is available".into()
             }
-            Self::WaitingForExtensions => {
+            Self::WaitingForExtensions | Self::ExtensionsExpected { .. } => {
                 "the plugin is not called until every referenced extension exists".into()
             }
             Self::Busy => {
@@ -313,6 +317,7 @@ impl Outcome {
                     .filter_map(|o| o.requeue(failures, uid, resync))
                     .min()
             }
+            Self::ExtensionsExpected { after } => Some(*after),
             Self::Woken | Self::Reselected => Some(Duration::ZERO),
             // Woken when its plugin's share has a place (crate::share).
             Self::Busy => None,

@@ -3,13 +3,18 @@
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kplug_proto::v1::{Capability, Outcome as Answer};
+use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::{RESYNC, World, greeting, hello, ok, recorded, with_outcome};
+use crate::extensions::{Problem, Resolution};
 use crate::plugin::CallError;
 use crate::reconcile::Settings;
+use crate::reconcile::apply::{EXTENSION_GRACE, grace_left};
 
 #[tokio::test]
 async fn a_wake_that_took_the_object_first_is_not_doubled() {
@@ -71,6 +76,85 @@ async fn a_missing_extension_holds_the_call_and_says_which() {
         "WaitingForExtensionWatch"
     );
     assert_eq!(world.events().len(), before);
+}
+
+#[tokio::test]
+async fn a_new_object_waits_quietly_for_its_extensions_for_the_grace() {
+    let world = World::new();
+    world.plugin("hello", "Hello");
+    let mut obj = greeting(json!({"preferredImplementation": "Hello",
+        "extensions": [{"apiVersion": "example.com/v1", "kind": "GreetingStyle", "name": "loud"}]}));
+    obj["metadata"]["creationTimestamp"] = json!(Time(Timestamp::now()));
+    let action = world.reconcile(&obj).await.unwrap();
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "looked at again when the grace ends"
+    );
+    assert!(
+        world.api.applies().is_empty(),
+        "no status written during the grace"
+    );
+    assert!(world.events().is_empty(), "no Event during the grace");
+    assert!(world.core.backend.calls().is_empty());
+    // Past the grace, the wait is written and a person told.
+    let old = Timestamp::now() - SignedDuration::from_secs(6);
+    obj["metadata"]["creationTimestamp"] = json!(Time(old));
+    world
+        .reconcile(&recorded(obj, "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(world.condition("ExtensionsResolved").1, "ExtensionNotFound");
+    assert!(
+        world
+            .events()
+            .contains(&("Warning".into(), "ExtensionNotFound".into()))
+    );
+}
+
+#[test]
+fn the_grace_is_for_new_objects_whose_extensions_are_only_missing() {
+    let now = Timestamp::now();
+    let at = |age_ms: i64| {
+        let mut obj: DynamicObject = serde_json::from_value(greeting(json!({}))).unwrap();
+        obj.metadata.creation_timestamp = Some(Time(now - SignedDuration::from_millis(age_ms)));
+        obj
+    };
+    let missing = |problem| Resolution {
+        problems: vec![(problem, "extension GreetingStyle loud not found".into())],
+        ..Resolution::default()
+    };
+    let unlisted = Resolution {
+        waiting: vec!["the GreetingStyle watch has not listed yet".into()],
+        ..Resolution::default()
+    };
+    let left = |obj, resolution: &Resolution| grace_left(&obj, resolution, now);
+    assert_eq!(
+        left(at(1_500), &missing(Problem::NotFound)),
+        Some(EXTENSION_GRACE - Duration::from_millis(1_500))
+    );
+    assert_eq!(
+        left(at(1_500), &unlisted),
+        Some(EXTENSION_GRACE - Duration::from_millis(1_500))
+    );
+    assert_eq!(
+        left(at(5_000), &missing(Problem::NotFound)),
+        None,
+        "the grace is over"
+    );
+    assert_eq!(
+        left(at(1_500), &missing(Problem::NotAllowed)),
+        None,
+        "a person has to act"
+    );
+    assert_eq!(left(at(1_500), &missing(Problem::KindNotServed)), None);
+    // A clock behind the API server's: the object looks as if it came
+    // from the future; the grace is never longer than itself.
+    assert_eq!(left(at(-3_000), &unlisted), Some(EXTENSION_GRACE));
+    // An object without a creation time (never from an API server).
+    let mut bare = at(0);
+    bare.metadata.creation_timestamp = None;
+    assert_eq!(left(bare, &unlisted), None);
 }
 
 #[tokio::test]
