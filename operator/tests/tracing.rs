@@ -1,7 +1,7 @@
 //! Tracing across the plugin call, with a real OTLP/gRPC receiver: one
 //! reconcile is one trace holding the operator's spans and the plugin's
 //! (which continues it from the W3C traceparent the operator sends), and
-//! the object's Reconciled condition names that trace.
+//! the object's Ready condition names that trace (Reconciled does while it is not True).
 
 mod support;
 
@@ -100,8 +100,9 @@ async fn one_reconcile_is_one_trace_across_operator_and_plugin() {
         })
         .await;
 
-    // From the object to its trace: the Reconciled condition names it.
-    let (_, _, message) = condition(&table, "Reconciled").unwrap();
+    // From the object to its trace: the Ready condition names it (with
+    // Reconciled, which is written only while it is not True).
+    let (_, _, message) = condition(&table, "Ready").unwrap();
     let trace = message
         .rsplit_once("(trace ")
         .and_then(|(_, rest)| rest.strip_suffix(')'))

@@ -146,15 +146,16 @@ impl OperatorConditions {
         }
     }
 
-    /// What is written: `Ready` first and `Reconciled` last, always, and
-    /// between them `PluginAvailable` and `ExtensionsResolved` when they
-    /// have something to say (not True, or True with a notice, such as a
-    /// preference not honoured).
+    /// What is written: `Ready` always, first, then each of the three it
+    /// sums up that has something to say: `PluginAvailable` and
+    /// `ExtensionsResolved` when they are not True or carry a notice (a
+    /// preference not honoured), `Reconciled` when it is not True (while it
+    /// is, `Ready` is True with its message).
     ///
-    /// An object served as asked carries two conditions of the operator's,
+    /// An object served as asked carries one condition of the operator's,
     /// not four: the API server stores, diffs (server-side apply's managed
     /// fields list every field of every condition) and sends every
-    /// condition on every write, and the two "all is well" ones made a
+    /// condition on every write, and the three "all is well" ones made a
     /// stored object 1.6 times an in-process controller's (3.5 against
     /// 2.1 KB), and its writes that much dearer (`docs/performance.md`).
     /// Server-side apply removes a condition the operator stops writing.
@@ -166,7 +167,9 @@ impl OperatorConditions {
                 .filter(|c| !c.is_all_well())
                 .cloned(),
         );
-        all.push(self.reconciled.clone());
+        if !self.reconciled.is_true() {
+            all.push(self.reconciled.clone());
+        }
         all
     }
 }
@@ -180,15 +183,23 @@ pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }
 
-/// Names `trace` in the `Reconciled` condition's message, so that a user
+/// Names `trace` in the `Reconciled` condition's message (`Ready`'s while
+/// `Reconciled` is True and not written), so that a user
 /// can go from an object to the trace of the reconcile that brought its
 /// current state. A reconcile that changes nothing keeps the trace id
 /// already written (and so writes nothing new), whichever trace it is in.
 pub(super) fn mark_trace(previous: Option<&Value>, conditions: &mut [Condition], trace: &str) {
-    let Some(reconciled) = conditions.iter_mut().find(|c| c.type_ == types::RECONCILED) else {
+    // `Reconciled` when it is written, else `Ready`, which then says what
+    // it would have said.
+    let marked = if conditions.iter().any(|c| c.type_ == types::RECONCILED) {
+        types::RECONCILED
+    } else {
+        types::READY
+    };
+    let Some(reconciled) = conditions.iter_mut().find(|c| c.type_ == marked) else {
         return;
     };
-    let before = find_condition(previous, types::RECONCILED);
+    let before = find_condition(previous, marked);
     let field = |name: &str| before.and_then(|c| c.get(name)).and_then(Value::as_str);
     if let Some(message) = field("message")
         && field("status") == Some(reconciled.status)
@@ -250,7 +261,7 @@ mod tests {
             extensions_resolved: Condition::new(types::EXTENSIONS_RESOLVED, true, "Resolved", "1"),
             reconciled: Condition::new(types::RECONCILED, true, "ReconcileSucceeded", "done"),
         };
-        assert_eq!(types(&fine), ["Ready", "Reconciled"]);
+        assert_eq!(types(&fine), ["Ready"]);
         let notice = OperatorConditions {
             plugin_available: Condition::new(
                 types::PLUGIN_AVAILABLE,
@@ -260,7 +271,7 @@ mod tests {
             ),
             ..fine.clone()
         };
-        assert_eq!(types(&notice), ["Ready", "PluginAvailable", "Reconciled"]);
+        assert_eq!(types(&notice), ["Ready", "PluginAvailable"]);
         let missing = OperatorConditions {
             extensions_resolved: Condition::new(
                 types::EXTENSIONS_RESOLVED,
@@ -268,6 +279,7 @@ mod tests {
                 "ExtensionNotFound",
                 "x missing",
             ),
+            reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
             ..fine
         };
         assert_eq!(

@@ -201,8 +201,9 @@ mod tests {
             .iter()
             .map(|c| c["type"].as_str().unwrap())
             .collect();
-        // The plugin ready and the extensions found say nothing more.
-        assert_eq!(types, ["Ready", "Reconciled", "TableExists"]);
+        // The plugin ready, the extensions found and the call that
+        // succeeded say nothing more than Ready.
+        assert_eq!(types, ["Ready", "TableExists"]);
         assert_eq!(value["conditions"][0]["observedGeneration"], 2);
     }
 
@@ -253,11 +254,12 @@ mod tests {
             Choice::default(),
             Some(trace),
         );
-        let reconciled = status
+        // Reconciled is True, so not written: Ready names the trace.
+        let ready = status
             .conditions
             .iter()
-            .find(|c| c.type_ == types::RECONCILED)
+            .find(|c| c.type_ == types::READY)
             .unwrap();
-        assert_eq!(reconciled.message, format!("ok (trace {trace})"));
+        assert_eq!(ready.message, format!("ok (trace {trace})"));
     }
 }

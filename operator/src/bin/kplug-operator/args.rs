@@ -185,7 +185,8 @@ pub(crate) struct Args {
     /// Export OpenTelemetry spans to this OTLP/gRPC endpoint (e.g.
     /// http://collector:4317): a reconcile and its plugin calls are one
     /// trace, which the plugins continue (W3C traceparent), and the
-    /// Reconciled condition names its trace id. Off when unset
+    /// Ready condition (Reconciled, after a failed call) names its trace
+    /// id. Off when unset
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub(crate) otlp_endpoint: Option<String>,
 

@@ -83,9 +83,11 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         ),
         None => outln!("Ready:          no condition yet: the operator has not reconciled it"),
     }
-    if let Some(trace) = conditions
+    // Reconciled names it; Ready does while Reconciled is True (and so
+    // not written).
+    if let Some(trace) = ["Reconciled", "Ready"]
         .iter()
-        .find(|c| c["type"] == "Reconciled")
+        .find_map(|t| conditions.iter().find(|c| c["type"] == *t))
         .and_then(|c| c["message"].as_str())
         .and_then(|m| m.rsplit_once("(trace ")?.1.strip_suffix(')'))
     {

@@ -54,13 +54,19 @@ async fn a_new_choice_is_recorded_before_the_plugin_is_called() {
     assert_eq!(applies[0].status["implementation"], "Hello");
     assert_eq!(applies[0].status["plugin"], "hello");
     assert_eq!(applies[0].status["greeting"], "hello, world");
-    let (status, reason, message) = world.condition("Reconciled");
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "ReconcileSucceeded")
-    );
+    // Ready says what the call said; Reconciled, True, is not written.
+    let (status, reason, message) = world.condition("Ready");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Reconciled"));
     assert_eq!(message, "plugin hello 1.0.0: hello");
-    assert_eq!(world.condition("Ready").0, "True");
+    let written = world.operator_status()["conditions"].clone();
+    assert!(
+        !written
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Reconciled"),
+        "{written}"
+    );
     // The preferred implementation chosen is no news: no Event.
     assert_eq!(world.events(), []);
     assert_eq!(
@@ -210,7 +216,7 @@ async fn with_every_plugin_the_first_failure_is_the_outcome() {
         Action::requeue(RESYNC)
     );
     assert_eq!(
-        world.condition("Reconciled").2,
+        world.condition("Ready").2,
         "plugin a 1.0.0: hello; plugin b 1.0.0: hello"
     );
 }
