@@ -73,7 +73,11 @@ fn take_places<B: Backend>(
     calls
         .targets
         .iter()
-        .map(|candidate| core.shares.try_take(&candidate.plugin, &object))
+        .map(|candidate| {
+            let plugin = &candidate.plugin;
+            core.shares
+                .try_take(plugin, &object, core.serves_alone(plugin))
+        })
         .collect()
 }
 

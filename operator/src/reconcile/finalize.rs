@@ -76,9 +76,10 @@ pub(super) async fn finalize_on<B: Backend>(
         let Some(instance) = core.backend.plugin(&candidate.plugin) else {
             continue;
         };
+        let alone = core.serves_alone(&candidate.plugin);
         let Some(_place) = core
             .shares
-            .try_take(&candidate.plugin, &core.object_ref(obj))
+            .try_take(&candidate.plugin, &core.object_ref(obj), alone)
         else {
             return Ok(Some(Outcome::Busy));
         };

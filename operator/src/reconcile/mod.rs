@@ -306,6 +306,17 @@ impl<B> Core<B> {
     }
 }
 
+impl<B: Backend> Core<B> {
+    /// Whether `plugin` is the only ready plugin serving the kind: its
+    /// share is then every worker (`crate::share`).
+    pub(crate) fn serves_alone(&self, plugin: &str) -> bool {
+        self.backend
+            .candidates(&self.kind())
+            .iter()
+            .all(|c| c.plugin == plugin)
+    }
+}
+
 /// The API of `obj` (of kind `api_resource`): in its namespace when the kind
 /// is namespaced.
 fn api_of(

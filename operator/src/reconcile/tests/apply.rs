@@ -314,12 +314,33 @@ async fn a_plugin_without_reconcile_is_not_called() {
 }
 
 #[tokio::test]
-async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker_and_wakes_it_when_free() {
+async fn a_plugin_alone_is_not_held_to_its_share() {
     let world = World::with(Settings::default(), 1);
     world.plugin("hello", "Hello");
     let ar = world.core.target.api_resource.clone();
     let other = kube::runtime::reflector::ObjectRef::new_with("other", ar).within("default");
-    let taken = world.core.shares.try_take("hello", &other).unwrap();
+    let _taken = world.core.shares.try_take("hello", &other, true).unwrap();
+    world.core.backend.answer("hello", Ok(ok(json!({}))));
+    let action = world
+        .reconcile(&recorded(hello(), "Hello", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert!(
+        !world.counted("busy", ""),
+        "no other plugin to keep a place for"
+    );
+    assert_eq!(world.core.backend.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_plugin_whose_share_is_taken_is_not_waited_for_in_a_worker_and_wakes_it_when_free() {
+    let world = World::with(Settings::default(), 1);
+    // Another plugin serves the kind: hello is held to its share.
+    world.plugin("hello", "Hello").plugin("hola", "Hola");
+    let ar = world.core.target.api_resource.clone();
+    let other = kube::runtime::reflector::ObjectRef::new_with("other", ar).within("default");
+    let taken = world.core.shares.try_take("hello", &other, false).unwrap();
     let object = recorded(hello(), "Hello", "hello");
     let action = world.reconcile(&object).await.unwrap();
     assert_eq!(
