@@ -232,9 +232,9 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn ready_follows_the_first_blocking_condition() {
-        let c = OperatorConditions {
+    /// A plugin ready, an extension missing, and so no call.
+    fn extension_missing() -> OperatorConditions {
+        OperatorConditions {
             plugin_available: Condition::new(types::PLUGIN_AVAILABLE, true, "PluginReady", "ok"),
             extensions_resolved: Condition::new(
                 types::EXTENSIONS_RESOLVED,
@@ -243,7 +243,12 @@ mod tests {
                 "x missing",
             ),
             reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
-        };
+        }
+    }
+
+    #[test]
+    fn ready_follows_the_first_blocking_condition() {
+        let c = extension_missing();
         let ready = c.ready();
         assert_eq!(
             (ready.status, ready.reason.as_str()),
@@ -272,18 +277,8 @@ mod tests {
             ..fine.clone()
         };
         assert_eq!(types(&notice), ["Ready", "PluginAvailable"]);
-        let missing = OperatorConditions {
-            extensions_resolved: Condition::new(
-                types::EXTENSIONS_RESOLVED,
-                false,
-                "ExtensionNotFound",
-                "x missing",
-            ),
-            reconciled: Condition::new(types::RECONCILED, false, "WaitingForExtensions", "waiting"),
-            ..fine
-        };
         assert_eq!(
-            types(&missing),
+            types(&extension_missing()),
             ["Ready", "ExtensionsResolved", "Reconciled"]
         );
     }
