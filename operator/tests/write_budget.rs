@@ -173,11 +173,27 @@ async fn extensions_that_come_a_moment_after_their_table_cost_no_write() {
             .any(|(_, reason, _)| reason == "ExtensionNotFound"),
         "a Warning for extensions that were on their way: {events:#?}"
     );
-    assert_eq!(
-        calls_for(&w, "late").len(),
-        1,
-        "one call, with the extensions"
-    );
+    // The plugin is never called without its extension (it is sent only its
+    // own; the table waited for both it references). It may be called
+    // twice: each extension's watch wakes the table, and when the second
+    // wake-up comes while the first reconcile runs (it saw both in the
+    // cache), it reconciles again after it, as any controller does.
+    let calls = calls_for(&w, "late");
+    assert!(!calls.is_empty(), "the plugin was never called");
+    for call in &calls {
+        let mut kinds: Vec<&str> = call["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["kind"].as_str())
+            .collect();
+        kinds.sort_unstable();
+        assert_eq!(
+            kinds,
+            ["DatabaseTableMariaDbExtension"],
+            "a call without its extension, which was on its way: {calls:#?}"
+        );
+    }
 }
 
 /// An operator that starts over converged tables reconciles each of them
