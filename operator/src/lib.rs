@@ -75,6 +75,7 @@ pub mod refusal;
 #[allow(unreachable_pub)]
 mod refusal;
 mod registry;
+mod relist;
 mod run;
 mod selection;
 mod share;

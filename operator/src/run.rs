@@ -21,6 +21,7 @@ use crate::initial_list::InitialList;
 use crate::leader::{Elector, LeaderElection};
 use crate::reconcile::Settings;
 use crate::registry::{Registry, RegistryConfig};
+use crate::relist;
 use crate::target::Target;
 
 /// Everything [`run`] needs.
@@ -312,7 +313,9 @@ impl Term {
         let delegate = Arc::clone(&self.delegate);
         let objects = watcher(api, self.config.initial_list.watcher_config())
             .default_backoff()
-            .reflect(writer)
+            .reflect(writer);
+        // A relist's wake-ups once the cache holds it (crate::relist).
+        let objects = relist::after_the_swap(objects, store.clone(), target.api_resource.clone())
             .inspect(move |event| {
                 if matches!(event, Ok(watcher::Event::InitDone)) && synced.set_ready() {
                     tracing::info!("controller cache synced; ready");
