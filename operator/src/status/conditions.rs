@@ -146,29 +146,44 @@ impl OperatorConditions {
         }
     }
 
-    /// What is written: `Ready` always, first, then each of the three it
-    /// sums up that has something to say: `PluginAvailable` and
-    /// `ExtensionsResolved` when they are not True or carry a notice (a
-    /// preference not honoured), `Reconciled` when it is not True (while it
-    /// is, `Ready` is True with its message).
+    /// What is written: `Ready` always, first, then of the three it sums
+    /// up, in order, those that have something to say:
+    /// - the first that does not hold (the one `Ready` names);
+    /// - before it, `PluginAvailable` and `ExtensionsResolved` when they
+    ///   carry a notice (a preference not honoured);
+    /// - none after it: they are only pending on it (an object waiting for
+    ///   a plugin has no extensions resolved and no call yet, and saying so
+    ///   in two more conditions told a user nothing new).
     ///
-    /// An object served as asked carries one condition of the operator's,
-    /// not four: the API server stores, diffs (server-side apply's managed
-    /// fields list every field of every condition) and sends every
-    /// condition on every write, and the three "all is well" ones made a
-    /// stored object 1.6 times an in-process controller's (3.5 against
-    /// 2.1 KB), and its writes that much dearer (`docs/performance.md`).
-    /// Server-side apply removes a condition the operator stops writing.
+    /// An object served as asked carries one condition of the operator's
+    /// (`Ready`, with the plugin's message), and a waiting one two (`Ready`
+    /// and the condition that blocks it), not four: the API server stores,
+    /// diffs (server-side apply's managed fields list every field of every
+    /// condition) and sends every condition on every write, and the four
+    /// made a stored object 1.6 times an in-process controller's (3.5
+    /// against 2.1 KB), and its writes that much dearer
+    /// (`docs/performance.md`). Server-side apply removes a condition the
+    /// operator stops writing.
     pub fn all(&self) -> Vec<Condition> {
+        let parts = [
+            &self.plugin_available,
+            &self.extensions_resolved,
+            &self.reconciled,
+        ];
+        let blocking = parts.iter().position(|c| !c.is_true());
         let mut all = vec![self.ready()];
-        all.extend(
-            [&self.plugin_available, &self.extensions_resolved]
-                .into_iter()
-                .filter(|c| !c.is_all_well())
-                .cloned(),
-        );
-        if !self.reconciled.is_true() {
-            all.push(self.reconciled.clone());
+        for (i, part) in parts.into_iter().enumerate() {
+            let says_something = match blocking {
+                Some(b) if i == b => true,
+                Some(b) if i > b => false,
+                // Before the blocking one, or none blocks: `Reconciled`
+                // holds (`Ready` carries its message), the others say
+                // something only with a notice.
+                _ => !part.is_all_well() && part.type_ != types::RECONCILED,
+            };
+            if says_something {
+                all.push(part.clone());
+            }
         }
         all
     }
@@ -277,9 +292,26 @@ mod tests {
             ..fine.clone()
         };
         assert_eq!(types(&notice), ["Ready", "PluginAvailable"]);
+        // What waits on the blocking condition is not written.
+        assert_eq!(types(&extension_missing()), ["Ready", "ExtensionsResolved"]);
+        let waiting = OperatorConditions::waiting_for_plugin(
+            "NoPlugin",
+            "none",
+            Condition::new(types::RECONCILED, false, "WaitingForPlugin", "later"),
+        );
+        assert_eq!(types(&waiting), ["Ready", "PluginAvailable"]);
+        let failed = OperatorConditions {
+            reconciled: Condition::new(types::RECONCILED, false, "ReconcileFailed", "no"),
+            ..notice.clone()
+        };
+        assert_eq!(types(&failed), ["Ready", "PluginAvailable", "Reconciled"]);
+        let blocked_after_a_notice = OperatorConditions {
+            plugin_available: notice.plugin_available.clone(),
+            ..extension_missing()
+        };
         assert_eq!(
-            types(&extension_missing()),
-            ["Ready", "ExtensionsResolved", "Reconciled"]
+            types(&blocked_after_a_notice),
+            ["Ready", "PluginAvailable", "ExtensionsResolved"]
         );
     }
 
