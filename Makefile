@@ -488,6 +488,7 @@ chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and l
 # roundtrip: the Rust SDK vs bare tonic in one process (criterion), apart.
 BENCH_TABLES ?= 2000
 BENCH_ROUNDS ?= 2
+BENCH_PARTS ?= p2,p3,p4
 BENCH_WAITING ?= 1000
 BENCH_FOOTPRINT ?= 10000
 
@@ -506,7 +507,7 @@ bench-polyglot: bench-servers ## P1: every SDK vs its bare gRPC library, each a 
 bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if bench-polyglot ran): kplug end to end against its baselines on a real API server
 	$(CARGO) build --release -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
 	$(TARGET_DIR)/release/kplug-bench run --tables $(BENCH_TABLES) --rounds $(BENCH_ROUNDS) \
-	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) \
+	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) --parts $(BENCH_PARTS) \
 	  $(if $(wildcard $(TARGET_DIR)/bench/polyglot.md),--p1 $(TARGET_DIR)/bench/polyglot.md)
 
 # The benchmarks once at tiny sizes, in the test profile, as tests (about

@@ -83,12 +83,16 @@ fn api_servers_own(key: &str) -> bool {
 /// are left out: `/metrics` (the benchmark's own reads), health probes
 /// (kube-testenv's), `/version` and discovery (once per client start).
 pub(crate) async fn requests(client: &Client) -> anyhow::Result<Requests> {
+    Ok(parse(&metrics(client).await?))
+}
+
+/// The API server's `/metrics`, as text.
+pub(crate) async fn metrics(client: &Client) -> anyhow::Result<String> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client
+    client
         .request_text(request)
         .await
-        .context("reading the API server's /metrics")?;
-    Ok(parse(&text))
+        .context("reading the API server's /metrics")
 }
 
 /// A CPU profile of the API server (and etcd: one process) over the next

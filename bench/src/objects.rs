@@ -148,6 +148,8 @@ pub(crate) fn is_seen(obj: &DynamicObject) -> bool {
 pub(crate) struct Watch {
     events: futures::stream::BoxStream<'static, Result<DynamicObject, watcher::Error>>,
     ns: String,
+    /// When the last [`Watch::until`] saw each table pass, in order.
+    passed: Vec<Instant>,
 }
 
 impl Watch {
@@ -161,6 +163,7 @@ impl Watch {
         Self {
             events,
             ns: ns.to_owned(),
+            passed: Vec::new(),
         }
     }
 
@@ -174,6 +177,7 @@ impl Watch {
         timeout: Duration,
     ) -> anyhow::Result<Instant> {
         let mut done = HashSet::new();
+        self.passed.clear();
         let deadline = tokio::time::Instant::now() + timeout;
         while done.len() < count {
             let next = tokio::time::timeout_at(deadline, self.events.next()).await;
@@ -188,7 +192,9 @@ impl Watch {
                 Ok(Some(Err(e))) => tracing::warn!(error = %e, "watching the tables"),
                 Ok(Some(Ok(obj))) => {
                     if check(&obj) {
-                        done.insert(obj.name_any());
+                        if done.insert(obj.name_any()) {
+                            self.passed.push(Instant::now());
+                        }
                     } else {
                         done.remove(&obj.name_any());
                     }
@@ -196,5 +202,24 @@ impl Watch {
             }
         }
         Ok(Instant::now())
+    }
+
+    /// How long after `start` the last [`Watch::until`] saw its first
+    /// table pass, half, 90% and 99% of them: where the time went (a slow
+    /// start, a slow pace, or a few late ones).
+    pub(crate) fn pace(&self, start: Instant) -> String {
+        let at = |i: usize| {
+            self.passed
+                .get(i)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(start))
+        };
+        let n = self.passed.len();
+        format!(
+            "first after {:?}, half after {:?}, 90% after {:?}, 99% after {:?}",
+            at(0),
+            at(n / 2),
+            at(n * 9 / 10),
+            at(n * 99 / 100)
+        )
     }
 }
