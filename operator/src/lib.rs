@@ -45,6 +45,7 @@
 //! this way.
 
 mod admission;
+pub mod advert;
 mod backoff;
 // Public only for the fuzz targets (`fuzz/`), with the `fuzzing` feature.
 #[cfg(feature = "fuzzing")]

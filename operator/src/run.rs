@@ -14,6 +14,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::admission::{self, WebhookConfig};
+use crate::advert;
 use crate::delegate::Delegate;
 use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
@@ -178,6 +179,14 @@ pub async fn run(
     let http_listener = match config.metrics_addr {
         Some(addr) => Some(http::bind(addr).await?),
         None => None,
+    };
+    // Where `kubectl kplug` finds this process, until it stops.
+    let _advert = match http_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+    {
+        Some(Ok(addr)) => advert::publish(&client, addr, target.display()).await,
+        _ => None,
     };
     let mut registry_task = tokio::spawn(registry.clone().serve_on(registry_socket, async move {
         let _ = registry_stopped.wait_for(|s| *s).await;

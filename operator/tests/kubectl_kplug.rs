@@ -79,6 +79,20 @@ async fn plugins_why_and_replay() {
         assert!(row.contains(field), "{field} missing from: {row}");
     }
 
+    // Without --operator: no operator Pod runs in this cluster, so it asks
+    // the operators started on this machine for it (their adverts), this
+    // one among them (other tests' operators share the control plane).
+    let (ok, out, err) = kplug(&["plugins"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("{operator} (pid ")),
+        "this operator is not listed:\n{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.contains("postgresql")),
+        "no postgresql row:\n{out}"
+    );
+
     // why, on an object waiting for a plugin: names it and says what to do.
     let (ok, out, err) = kplug(&[
         "why",

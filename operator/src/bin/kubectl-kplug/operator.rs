@@ -1,6 +1,8 @@
 //! Asking the operator which plugins are registered: its read-only
 //! `/plugins` endpoint, on each replica's Pod through the API server's pod
-//! proxy, or at an address given with `--operator`.
+//! proxy, at an address given with `--operator`, or, when no Pod matches,
+//! on each operator started on this machine for the same cluster (the
+//! adverts of `kplug_operator::advert`).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -13,7 +15,8 @@ use crate::Error;
 pub(crate) struct Source {
     /// The operator's HTTP address (e.g. http://localhost:8080 after
     /// `kubectl port-forward`); default: every operator Pod, through the API
-    /// server's pod proxy
+    /// server's pod proxy, or without one every operator started on this
+    /// machine for the same cluster
     #[arg(long, value_name = "URL")]
     operator: Option<String>,
 
@@ -184,11 +187,7 @@ impl Source {
                 )
             })?;
         if list.items.is_empty() {
-            return Err(format!(
-                "no Pod in namespace {} matches {}: pass --operator-namespace and --operator-selector, or --operator URL",
-                self.operator_namespace, self.operator_selector
-            )
-            .into());
+            return self.ask_local(client, path).await;
         }
         let mut answers = Vec::new();
         for pod in list.items {
@@ -201,6 +200,53 @@ impl Source {
                 .await
                 .map_err(|e| format!("asking Pod {name} for {path} through the API server: {e}"))?;
             answers.push((name, text));
+        }
+        Ok(answers)
+    }
+}
+
+impl Source {
+    /// GET `path` on each operator started on this machine for the
+    /// cluster `client` works for (`kplug_operator::advert`): one with no
+    /// Pod, such as the tutorial's.
+    async fn ask_local(
+        &self,
+        client: &kube::Client,
+        path: &str,
+    ) -> Result<Vec<(String, Option<String>)>, Error> {
+        let mut answers = Vec::new();
+        for (file, advert) in kplug_operator::advert::find(client).await {
+            if !kplug_operator::advert::is_alive(&advert) {
+                let _ = std::fs::remove_file(&file);
+                continue;
+            }
+            let config = kube::Config::new(
+                advert
+                    .url
+                    .parse()
+                    .map_err(|e| format!("{}: {e}", file.display()))?,
+            );
+            let direct = kube::Client::try_from(config)?;
+            match get(&direct, path).await {
+                Ok(text) => answers.push((
+                    format!("{} (pid {}, {})", advert.url, advert.pid, advert.kind),
+                    text,
+                )),
+                // Gone without removing its advert (killed): forget it.
+                Err(_) => {
+                    let _ = std::fs::remove_file(&file);
+                }
+            }
+        }
+        if answers.is_empty() {
+            return Err(format!(
+                "no Pod in namespace {} matches {}, and no operator on this machine serves this cluster \
+                 (none advertised in {}): pass --operator-namespace and --operator-selector, or --operator URL",
+                self.operator_namespace,
+                self.operator_selector,
+                kplug_operator::advert::dir().display()
+            )
+            .into());
         }
         Ok(answers)
     }
