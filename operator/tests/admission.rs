@@ -229,6 +229,25 @@ async fn kubectl_apply_shows_the_plugins_field_errors_and_gets_their_defaults() 
     );
     w.ready_on("good", "SQLite", T).await;
 
+    // A preference no plugin offers: admitted (the object will be served by
+    // another implementation), with a warning that says how to fix it.
+    let mut typo = table("typo", &[("id", "int64")], json!([]));
+    typo["spec"]["preferredImplementation"] = json!("SQLlite");
+    let out = apply(&w, &typo).await;
+    assert!(out.ok, "{}", out.stderr);
+    for part in [
+        "Warning:",
+        "spec.preferredImplementation \"SQLlite\" is offered by no plugin",
+        "SQLite",
+        "kplug.io/reselect",
+    ] {
+        assert!(out.stderr.contains(part), "{part:?} not in: {}", out.stderr);
+    }
+    // Applied again unchanged: no second warning.
+    let out = apply(&w, &typo).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(!out.stderr.contains("SQLlite"), "{}", out.stderr);
+
     let m = w.metrics().await;
     let count = |webhook, plugin, outcome| {
         metric_sum(

@@ -172,7 +172,7 @@ pub(crate) fn asked(
 
 /// The object's preferred implementation (`--preferred-field`), unless
 /// empty.
-fn preferred<'a>(object: &'a DynamicObject, field: &[String]) -> Option<&'a str> {
+pub(super) fn preferred<'a>(object: &'a DynamicObject, field: &[String]) -> Option<&'a str> {
     let mut value = &object.data;
     for key in field {
         value = value.get(key)?;

@@ -24,6 +24,7 @@ mod asked;
 mod choice;
 mod config;
 mod patch;
+mod preference;
 mod register;
 mod respond;
 mod review;

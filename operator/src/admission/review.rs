@@ -127,7 +127,25 @@ impl Reviewer {
         let request: AdmissionRequest<DynamicObject> = review
             .try_into()
             .map_err(|_| bad("the AdmissionReview carries no request".into()))?;
-        Ok(self.admit(webhook, &request).await.into_review())
+        let response = self.admit(webhook, &request).await;
+        // Both webhooks see the object; one warning is enough, and only for
+        // an object of the managed kind in a namespace it watches.
+        let managed = request.kind.group == self.base.group
+            && request.kind.kind == self.base.kind
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| request.namespace.as_ref() == Some(ns));
+        let response = match webhook {
+            Webhook::Validating if managed => super::preference::warn_if_not_offered(
+                &request,
+                &self.settings,
+                &self.registry.ever_offered(&self.base),
+                response,
+            ),
+            _ => response,
+        };
+        Ok(response.into_review())
     }
 
     async fn admit(
