@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -296,12 +296,12 @@ impl Term {
     /// Runs the controller until `stopped` (gracefully) or until dropped.
     async fn run(&self, stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
         let target = &self.target;
-        let api: Api<DynamicObject> = match &self.config.namespace {
-            Some(ns) if target.namespaced => {
-                Api::namespaced_with(self.client.clone(), ns, &target.api_resource)
-            }
-            _ => Api::all_with(self.client.clone(), &target.api_resource),
-        };
+        let namespace = self
+            .config
+            .namespace
+            .as_deref()
+            .filter(|_| target.namespaced);
+        let api = crate::target::api_in(&self.client, &target.api_resource, namespace);
         // A new term reconciles every object once. What the last term knew
         // is not enough: its requeues (backoffs, retries after an API
         // error) ended with it, and an object whose status is still what

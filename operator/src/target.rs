@@ -1,9 +1,22 @@
 //! The kind the operator manages, from `--resource <group>/<version>/<Kind>`.
 
 use kplug_proto::v1::GroupKind;
-use kube::api::ApiResource;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
+
+/// The API of kind `ar` in `namespace`, or across all namespaces without
+/// one (a cluster-scoped kind, or an operator that watches them all).
+pub(crate) fn api_in(
+    client: &kube::Client,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
 
 /// The managed kind, as discovered on the API server.
 #[derive(Clone, Debug)]

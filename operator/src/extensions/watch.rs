@@ -37,10 +37,7 @@ impl KindWatch {
         namespaced: bool,
         extensions: Weak<Extensions>,
     ) -> Arc<Self> {
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) if namespaced => Api::namespaced_with(client.clone(), ns, ar),
-            _ => Api::all_with(client.clone(), ar),
-        };
+        let api = crate::target::api_in(client, ar, namespace.filter(|_| namespaced));
         let writer = Writer::new(ar.clone());
         let this = Arc::new(Self {
             ar: ar.clone(),

@@ -325,10 +325,8 @@ fn api_of(
     namespaced: bool,
     obj: &DynamicObject,
 ) -> Api<DynamicObject> {
-    match obj.namespace() {
-        Some(ns) if namespaced => Api::namespaced_with(client.clone(), &ns, api_resource),
-        _ => Api::all_with(client.clone(), api_resource),
-    }
+    let namespace = obj.namespace().filter(|_| namespaced);
+    crate::target::api_in(client, api_resource, namespace.as_deref())
 }
 
 /// `namespace/name`, for messages and logs.

@@ -6,7 +6,7 @@ mod hook;
 
 pub(super) use hook::HookWriter;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -267,10 +267,7 @@ pub(super) async fn plugin_status<B: Backend>(
     };
     let extensions = checked.extension_statuses.iter().map(|(ext, ext_status)| {
         let ar = core.backend.extension_api(ext);
-        let api: Api<DynamicObject> = match ext.namespace() {
-            Some(ns) => Api::namespaced_with(core.client.clone(), &ns, &ar),
-            None => Api::all_with(core.client.clone(), &ar),
-        };
+        let api = crate::target::api_in(&core.client, &ar, ext.namespace().as_deref());
         let params = &params;
         let unchanged = status::holds_manager_part(ext, &manager, ext_status);
         async move {
