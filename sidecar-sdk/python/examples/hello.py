@@ -4,7 +4,8 @@ the punctuation its GreetingHelloExtension asks for.
 The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this plugin
 next to the operator:
 
-    KPLUG_SOCKET_DIR=/tmp/kplug-hello sidecar-sdk/python/.venv/bin/python sidecar-sdk/python/examples/hello.py
+    KPLUG_SOCKET_DIR=/tmp/kplug-hello \\
+        sidecar-sdk/python/.venv/bin/python sidecar-sdk/python/examples/hello.py
 """
 
 import kplug
