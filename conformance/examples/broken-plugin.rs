@@ -83,6 +83,7 @@ fn offers() -> Vec<Offer> {
         kind: kind.into(),
     };
     vec![Offer {
+        children: Default::default(),
         base: Some(kind("Widget")),
         implementation: "Broken".into(),
         extensions: vec![kind("WidgetExtensionA")],
@@ -126,6 +127,7 @@ impl Plugin for Service {
         _: tonic::Request<GetInfoRequest>,
     ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
         Ok(tonic::Response::new(GetInfoResponse {
+            mutations: Default::default(),
             name: NAME.into(),
             version: "1.0.0".into(),
             protocol: kplug_proto::PROTOCOL.into(),
@@ -230,6 +232,13 @@ impl Plugin for Service {
             "the broken plugin does not implement Hook",
         ))
     }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::MutateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
+    }
 }
 
 /// Binds the plugin's socket by the rule (`kplug_proto::socket`), or, for
@@ -265,6 +274,7 @@ async fn heartbeat(
     let (mut failures, mut sent, mut registered) = (0_u32, 0_u32, false);
     loop {
         let mut request = tonic::Request::new(HeartbeatRequest {
+            mutations: Default::default(),
             name: NAME.into(),
             version: if broken == Some(Break::ChangingVersion) {
                 format!("1.0.{sent}")

@@ -87,6 +87,7 @@ async fn run_case(
             let (implementation, object, extensions) = encode(request)?;
             let r = client
                 .reconcile(ReconcileRequest {
+                    children: Default::default(),
                     implementation,
                     object,
                     extensions,
@@ -118,6 +119,7 @@ async fn run_case(
             let (implementation, object, extensions) = encode(request)?;
             let r = client
                 .finalize(FinalizeRequest {
+                    children: Default::default(),
                     implementation,
                     object,
                     extensions,

@@ -97,6 +97,7 @@ impl RegistryApi for Service {
             ));
         }
         Ok(tonic::Response::new(HeartbeatResponse {
+            capabilities: Default::default(),
             accepted: true,
             reason: String::new(),
             ttl: prost_types::Duration::try_from(TTL).ok(),

@@ -103,6 +103,7 @@ impl Calls {
         self.client
             .clone()
             .reconcile(ReconcileRequest {
+                children: Default::default(),
                 implementation: "Calls".into(),
                 object: greeting(name).to_string().into_bytes(),
                 extensions: vec![],

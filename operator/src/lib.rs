@@ -47,6 +47,7 @@
 mod admission;
 pub mod advert;
 mod backoff;
+mod children;
 // Public only for the fuzz targets (`fuzz/`), with the `fuzzing` feature.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -95,6 +96,7 @@ mod waiting;
 mod written;
 
 pub use admission::{ClientConfig, FailurePolicy, NoPlugin, WebhookConfig};
+pub use children::{BASE_UID_LABEL, ChildKind, ChildKinds, PLUGIN_LABEL};
 pub use delegate::{Delegate, DelegateBuilder};
 pub use extensions::AllowList;
 pub use initial_list::InitialList;

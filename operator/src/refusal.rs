@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use kplug_proto::limits;
 use kplug_proto::rules::{NameError, validate_plugin_name};
-use kplug_proto::v1::{Call, CallPolicy, HeartbeatRequest, Hook, Offer};
+use kplug_proto::v1::{Call, CallPolicy, Capability, HeartbeatRequest, Hook, Offer};
 
 use crate::ownership::{Impostor, WrongUid};
 use crate::plugin::CallError;
@@ -80,6 +80,8 @@ pub(crate) enum Refusal {
         call: String,
         problem: &'static str,
     },
+    #[error("plugin {name}: {problem}")]
+    Capability { name: String, problem: String },
     #[error(
         "plugin {name}: GetInfo declares other {field} than the heartbeat; a heartbeat carries the full description, exactly as GetInfo"
     )]
@@ -120,6 +122,7 @@ impl Refusal {
             Self::Mismatch { .. } | Self::Disagree { .. } => "GetInfoMismatch",
             Self::Hook { .. } => "InvalidHook",
             Self::CallPolicy { .. } => "InvalidCallPolicy",
+            Self::Capability { .. } => "UnsupportedCapability",
             Self::Impostor(_) => "ImplementationOwned",
             Self::WrongUid(_) => "WrongUid",
             Self::NoCredentials(_) => "NoPeerCredentials",
@@ -146,12 +149,73 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
     }
     check_sizes(&req.name, &req.version, "", &req.offers)?;
     check_declarations(&req.name, &req.hooks, &req.call_policies)?;
+    check_capabilities(&req.name, &req.capabilities, &req.offers)?;
     if req.protocol != kplug_proto::PROTOCOL {
         return Err(Refusal::Protocol {
             name: req.name.clone(),
             got: req.protocol.clone(),
             want: kplug_proto::PROTOCOL,
         });
+    }
+    Ok(())
+}
+
+/// The capabilities this operator supports, in the order of the proto: its
+/// answer to every heartbeat lists them (`HeartbeatResponse.capabilities`).
+pub(crate) const SUPPORTED: [Capability; 6] = [
+    Capability::Reconcile,
+    Capability::Finalize,
+    Capability::Validate,
+    Capability::Default,
+    Capability::Hooks,
+    Capability::Children,
+];
+
+/// Refuses a plugin that declares a capability this operator does not
+/// support (a newer plugin's, or one it knows and does not serve yet):
+/// what a plugin declares is never silently ignored. Child kinds in an
+/// offer go with `CAPABILITY_CHILDREN`.
+pub(crate) fn check_capabilities(
+    name: &str,
+    capabilities: &[i32],
+    offers: &[Offer],
+) -> Result<(), Refusal> {
+    let refuse = |problem: String| Refusal::Capability {
+        name: name.to_owned(),
+        problem,
+    };
+    let supported: Vec<String> = SUPPORTED
+        .iter()
+        .map(|c| c.as_str_name().to_owned())
+        .collect();
+    for &capability in capabilities {
+        match Capability::try_from(capability) {
+            // "Not a capability; ignored", as the proto says.
+            Ok(Capability::Unspecified) => {}
+            Ok(known) if SUPPORTED.contains(&known) => {}
+            Ok(known) => {
+                return Err(refuse(format!(
+                    "it declares {}, which this operator does not support yet (it supports {}); run a newer operator, or leave the capability out",
+                    known.as_str_name(),
+                    supported.join(", ")
+                )));
+            }
+            Err(_) => {
+                return Err(refuse(format!(
+                    "it declares capability {capability}, which this operator does not know (it supports {}); run a newer operator, or leave the capability out",
+                    supported.join(", ")
+                )));
+            }
+        }
+    }
+    let children = Capability::Children as i32;
+    if let Some(offer) = offers.iter().find(|o| !o.children.is_empty())
+        && !capabilities.contains(&children)
+    {
+        return Err(refuse(format!(
+            "its offer {} declares child kinds without CAPABILITY_CHILDREN; declare the capability too",
+            offer.implementation
+        )));
     }
     Ok(())
 }
@@ -198,6 +262,11 @@ pub(crate) fn check_sizes(
             "extensions of one offer",
             offers.iter().map(|o| o.extensions.len()).max().unwrap_or(0),
             limits::MAX_EXTENSIONS_PER_OFFER,
+        ),
+        too_large(
+            "child kinds of one offer",
+            offers.iter().map(|o| o.children.len()).max().unwrap_or(0),
+            limits::MAX_CHILD_KINDS_PER_OFFER,
         ),
     ];
     match checks.into_iter().flatten().next() {
@@ -526,6 +595,50 @@ mod tests {
             assert_eq!(reason, "InvalidCallPolicy", "{seconds}s {nanos}ns");
             assert!(message.contains("deadline must be positive"), "{message}");
         }
+    }
+
+    #[test]
+    fn capabilities_this_operator_does_not_support_are_refused_with_the_list() {
+        let with = |capabilities: Vec<i32>, offers: Vec<Offer>| HeartbeatRequest {
+            name: "p".into(),
+            instance_id: "i".into(),
+            protocol: kplug_proto::PROTOCOL.into(),
+            capabilities,
+            offers,
+            ..Default::default()
+        };
+        let all: Vec<i32> = SUPPORTED.iter().map(|c| *c as i32).collect();
+        check_heartbeat(&with(all, vec![])).unwrap();
+        let (reason, message) = refused(&with(vec![Capability::Mutate as i32], vec![]));
+        assert_eq!(reason, "UnsupportedCapability");
+        assert!(
+            message.contains("CAPABILITY_MUTATE, which this operator does not support yet"),
+            "{message}"
+        );
+        assert!(message.contains("CAPABILITY_CHILDREN"), "{message}");
+        let (_, message) = refused(&with(vec![99], vec![]));
+        assert!(
+            message.contains("capability 99, which this operator does not know"),
+            "{message}"
+        );
+        let offer = Offer {
+            implementation: "pg".into(),
+            children: vec![kplug_proto::v1::GroupVersionKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            }],
+            ..Offer::default()
+        };
+        let (_, message) = refused(&with(
+            vec![Capability::Reconcile as i32],
+            vec![offer.clone()],
+        ));
+        assert!(
+            message.contains("offer pg declares child kinds without CAPABILITY_CHILDREN"),
+            "{message}"
+        );
+        check_heartbeat(&with(vec![Capability::Children as i32], vec![offer])).unwrap();
     }
 
     #[test]

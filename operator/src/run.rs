@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::admission::{self, WebhookConfig};
 use crate::advert;
+use crate::children::ChildKinds;
 use crate::delegate::Delegate;
 use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
@@ -52,6 +53,8 @@ pub struct Config {
     pub leader_election: Option<LeaderElection>,
     /// The extension kinds objects may reference (none by default).
     pub extension_kinds: AllowList,
+    /// The kinds of children plugins may have applied (none by default).
+    pub child_kinds: ChildKinds,
     /// Serve the admission webhooks (none: off).
     pub webhook: Option<WebhookConfig>,
     /// How the watches fill their caches (crate::initial_list).
@@ -72,6 +75,7 @@ impl Default for Config {
             max_reconciles_per_plugin: 6,
             leader_election: None,
             extension_kinds: AllowList::default(),
+            child_kinds: ChildKinds::default(),
             webhook: None,
             initial_list: InitialList::Auto,
         }
@@ -137,6 +141,7 @@ pub async fn run(
     .metrics(&mut metrics)
     .settings(config.settings.clone())
     .extension_kinds(config.extension_kinds.clone())
+    .child_kinds(config.child_kinds.clone())
     .namespace(config.namespace.clone())
     .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
     .initial_list(config.initial_list)

@@ -15,12 +15,14 @@ const T: Duration = Duration::from_secs(30);
 
 fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest {
     HeartbeatRequest {
+        mutations: Default::default(),
         name: name.into(),
         version: "0.0.1".into(),
         instance_id: format!("{name}-instance"),
         protocol: "kplug.v1".into(),
         socket: socket.into(),
         offers: vec![Offer {
+            children: Default::default(),
             base: Some(GroupKind {
                 group: "myorg.org".into(),
                 kind: "DatabaseTable".into(),
@@ -41,6 +43,7 @@ fn heartbeat(name: &str, socket: &str, implementation: &str) -> HeartbeatRequest
 fn info_as_heartbeat(name: &str, implementation: &str, description: &str) -> GetInfoResponse {
     let hb = heartbeat(name, "", implementation);
     GetInfoResponse {
+        mutations: Default::default(),
         name: hb.name,
         version: hb.version,
         protocol: hb.protocol,
@@ -244,6 +247,13 @@ impl Plugin for Rogue {
         Err(tonic::Status::unimplemented(
             "this test plugin does not implement Hook",
         ))
+    }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::MutateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 
@@ -1018,6 +1028,13 @@ impl Plugin for Hanging {
             "this test plugin does not implement Hook",
         ))
     }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::MutateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
+    }
 }
 
 /// Handshakes that hang (eight names at once, each GetInfo never answered)
@@ -1289,6 +1306,13 @@ impl Plugin for Fake {
         Err(tonic::Status::unimplemented(
             "this test plugin does not implement Hook",
         ))
+    }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::MutateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 

@@ -95,6 +95,23 @@ pub fn default_patch_path_allowed(path: &str) -> bool {
     })
 }
 
+/// Children one base object may have per plugin (`ReconcileResponse.children`);
+/// those past it are refused.
+pub const MAX_CHILDREN: usize = 32;
+/// The largest child, as JSON (`Children.objects`); a larger one is
+/// refused. Well below etcd's 1.5 MiB per object, and enough for any
+/// Deployment or ConfigMap a plugin should desire.
+pub const MAX_CHILD_BYTES: usize = 256 * 1024;
+/// Child kinds one offer may declare (`Offer.children`).
+pub const MAX_CHILD_KINDS_PER_OFFER: usize = 16;
+/// The observed children sent in one request (`ReconcileRequest.children`),
+/// as JSON, at most: within [`MAX_PLUGIN_MESSAGE_BYTES`] with room for the
+/// base object and its extensions. Children past it are left out of the
+/// request, and the plugin is told so by their absence only when they
+/// exceed it, which the child bounds above keep from happening
+/// (`MAX_CHILDREN` × `MAX_CHILD_BYTES` = 8 MiB plus their status).
+pub const MAX_OBSERVED_CHILDREN_BYTES: usize = 32 * 1024 * 1024;
+
 /// `message` cut to [`MAX_MESSAGE_CHARS`] characters (the last one an
 /// ellipsis when cut).
 pub fn truncate_message(message: &str) -> String {

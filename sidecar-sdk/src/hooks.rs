@@ -280,7 +280,7 @@ pub struct HookCall {
 
 impl HookCall {
     pub(crate) fn decode(r: v1::HookRequest) -> Result<Self, Error> {
-        let request = Request::decode(r.implementation, &r.object, &r.extensions)?;
+        let request = Request::decode(r.implementation, &r.object, &r.extensions, &[])?;
         let outcome = match Outcome::try_from(r.outcome) {
             Ok(Outcome::Unspecified) | Err(_) => None,
             Ok(outcome) => Some(outcome),

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use kplug_proto::v1::{self, Capability, GroupKind};
+use kplug_proto::v1::{self, Capability, GroupKind, GroupVersionKind};
 
 use crate::admission::{AdmissionRequest, Defaults, Validation};
 use crate::hooks::{CallPolicy, Hook, HookCall};
@@ -254,15 +254,20 @@ pub(crate) fn implements_hook<P: Plugin>() -> bool {
     future_type(P::hook) != TypeId::of::<NoHook>()
 }
 
-/// The capabilities `P` advertises: RECONCILE, and FINALIZE, VALIDATE,
-/// DEFAULT and HOOKS for the methods it overrides.
-pub(crate) fn capabilities<P: Plugin>() -> Vec<i32> {
+/// The capabilities `P` advertises: RECONCILE, FINALIZE, VALIDATE,
+/// DEFAULT and HOOKS for the methods it overrides, and CHILDREN when an
+/// offer of `info` declares child kinds.
+pub(crate) fn capabilities<P: Plugin>(info: &PluginInfo) -> Vec<i32> {
     let mut caps = vec![Capability::Reconcile as i32];
     let optional = [
         (implements_finalize::<P>(), Capability::Finalize),
         (implements_validate::<P>(), Capability::Validate),
         (implements_defaults::<P>(), Capability::Default),
         (implements_hook::<P>(), Capability::Hooks),
+        (
+            info.offers.iter().any(|o| !o.children.is_empty()),
+            Capability::Children,
+        ),
     ];
     caps.extend(
         optional
@@ -279,6 +284,7 @@ pub struct Offer {
     base: GroupKind,
     implementation: String,
     extensions: Vec<GroupKind>,
+    children: Vec<GroupVersionKind>,
 }
 
 impl Offer {
@@ -292,6 +298,7 @@ impl Offer {
             },
             implementation: implementation.to_owned(),
             extensions: Vec::new(),
+            children: Vec::new(),
         }
     }
 
@@ -305,11 +312,36 @@ impl Offer {
         self
     }
 
+    /// A kind of Kubernetes object this implementation manages for each
+    /// base object (its children), by `apiVersion` and kind, e.g.
+    /// `("apps/v1", "Deployment")` or `("v1", "ConfigMap")`. Declaring one
+    /// makes the SDK advertise the CHILDREN capability; the answers then
+    /// carry the desired children ([`crate::Response::child`]) and the
+    /// requests the observed ones ([`crate::Request::children`]). The
+    /// operator applies only the kinds its `--child-kinds` allows.
+    ///
+    /// ```
+    /// use kplug_sidecar::Offer;
+    /// let offer = Offer::new("myorg.org", "DatabaseServer", "PostgreSQL")
+    ///     .child("apps/v1", "Deployment")
+    ///     .child("v1", "Service");
+    /// ```
+    pub fn child(mut self, api_version: &str, kind: &str) -> Self {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.children.push(GroupVersionKind {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        });
+        self
+    }
+
     pub(crate) fn to_proto(&self) -> v1::Offer {
         v1::Offer {
             base: Some(self.base.clone()),
             implementation: self.implementation.clone(),
             extensions: self.extensions.clone(),
+            children: self.children.clone(),
         }
     }
 }

@@ -3,13 +3,15 @@
 use crate::Error;
 use crate::object::Object;
 
-/// A `Reconcile` or `Finalize` request: the base object and the extensions
-/// of the kinds this plugin declared for the chosen implementation.
+/// A `Reconcile` or `Finalize` request: the base object, the extensions
+/// of the kinds this plugin declared for the chosen implementation, and
+/// the children the operator manages for it ([`Request::children`]).
 #[derive(Clone, Debug)]
 pub struct Request {
     implementation: String,
     object: Object,
     extensions: Vec<Object>,
+    children: Vec<Object>,
 }
 
 impl Request {
@@ -17,6 +19,7 @@ impl Request {
         implementation: String,
         object: &[u8],
         extensions: &[Vec<u8>],
+        children: &[Vec<u8>],
     ) -> Result<Self, Error> {
         let object = Object::from_json(object, "the base object")?;
         let extensions = extensions
@@ -24,10 +27,16 @@ impl Request {
             .enumerate()
             .map(|(i, e)| Object::from_json(e, &format!("extension #{i}")))
             .collect::<Result<_, _>>()?;
+        let children = children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Object::from_json(c, &format!("child #{i}")))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             implementation,
             object,
             extensions,
+            children,
         })
     }
 
@@ -77,7 +86,25 @@ impl Request {
                 .enumerate()
                 .map(|(i, e)| Object::from_value(e, &format!("Request::from_json: extension #{i}")))
                 .collect::<Result<_, _>>()?,
+            children: Vec::new(),
         })
+    }
+
+    /// This request with `children` as the observed children, for a
+    /// plugin's own tests (see [`Request::from_json`]).
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when a child is not a JSON object.
+    pub fn with_children(
+        mut self,
+        children: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<Self, Error> {
+        self.children = children
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| Object::from_value(c, &format!("Request::with_children: child #{i}")))
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// The implementation the operator chose (one of this plugin's offers).
@@ -116,5 +143,20 @@ impl Request {
     /// The first extension of `kind`, if one was sent.
     pub fn extension(&self, kind: &str) -> Option<&Object> {
         self.extensions.iter().find(|e| e.kind() == kind)
+    }
+
+    /// The children the operator manages for this base object on this
+    /// plugin's behalf, as they are now (with their status, e.g. a
+    /// Deployment's `readyReplicas`), including those being deleted. Empty
+    /// when the plugin declares no child kinds.
+    pub fn children(&self) -> &[Object] {
+        &self.children
+    }
+
+    /// The observed child of `kind` named `name`, if it exists.
+    pub fn child(&self, kind: &str, name: &str) -> Option<&Object> {
+        self.children
+            .iter()
+            .find(|c| c.kind() == kind && c.name() == name)
     }
 }

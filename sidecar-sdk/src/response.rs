@@ -31,6 +31,8 @@ pub struct Response {
     extension_statuses: Vec<(v1::ObjectRef, Value)>,
     conditions: Vec<v1::Condition>,
     events: Vec<v1::Event>,
+    /// The desired children; `None` leaves them as they are.
+    children: Option<Vec<Value>>,
     problem: Option<String>,
     /// A reserved key in the base object's status: a problem for Reconcile
     /// and Finalize, not for a hook, whose status lands under
@@ -48,6 +50,7 @@ impl Response {
             extension_statuses: Vec::new(),
             conditions: Vec::new(),
             events: Vec::new(),
+            children: None,
             problem: None,
             reserved_key: None,
         }
@@ -175,6 +178,54 @@ impl Response {
         self
     }
 
+    /// Adds a child: a Kubernetes object the operator applies for this
+    /// base object, with `apiVersion`, `kind`, `metadata.name` and the
+    /// fields the plugin manages. Any `Serialize` type will do: a
+    /// `serde_json::json!` value, or a typed object such as
+    /// `k8s_openapi::api::core::v1::ConfigMap`. Its kind must be one the
+    /// offer declares ([`crate::Offer::child`]); the operator puts it in
+    /// the base object's namespace, owns it and watches it.
+    ///
+    /// An answer that adds at least one child, or calls
+    /// [`Response::children`], carries the whole set: on OK the operator
+    /// deletes the children no longer listed. An answer without either
+    /// leaves the children as they are.
+    ///
+    /// ```
+    /// use kplug_sidecar::Response;
+    /// use serde_json::json;
+    /// let answer = Response::ok().child(json!({
+    ///     "apiVersion": "v1", "kind": "ConfigMap",
+    ///     "metadata": {"name": "greeting-world"},
+    ///     "data": {"greeting": "hello, world"},
+    /// }));
+    /// ```
+    pub fn child(mut self, object: impl Serialize) -> Self {
+        let children = self.children.get_or_insert_with(Vec::new);
+        match serde_json::to_value(object) {
+            Ok(Value::Object(map)) => children.push(Value::Object(map)),
+            Ok(_) => {
+                self.problem
+                    .get_or_insert_with(|| "a child must be a JSON object".into());
+            }
+            Err(e) => {
+                self.problem
+                    .get_or_insert_with(|| format!("a child cannot be encoded as JSON: {e}"));
+            }
+        }
+        self
+    }
+
+    /// Sets the whole set of desired children (see [`Response::child`]);
+    /// an empty set deletes every child on OK.
+    pub fn children<T: Serialize>(mut self, objects: impl IntoIterator<Item = T>) -> Self {
+        self.children = Some(Vec::new());
+        for object in objects {
+            self = self.child(object);
+        }
+        self
+    }
+
     fn check_status(&mut self, status: impl Serialize, what: &str) -> Option<Value> {
         let problem = match serde_json::to_value(status) {
             Ok(Value::Object(map)) => match RESERVED_KEYS.iter().find(|k| map.contains_key(**k)) {
@@ -196,7 +247,8 @@ impl Response {
     /// The response as it would be sent, as JSON, for a plugin's own tests:
     /// `outcome` (`"OK"`, `"RETRY"`, `"FAILED"`), `message`,
     /// `retryAfterSeconds`, `status`, `extensionStatuses` (`{target,
-    /// status}`), `conditions` and `events`. A builder mistake (a reserved
+    /// status}`), `conditions`, `events`, and `children` when the answer
+    /// carries children. A builder mistake (a reserved
     /// key, a status that is not an object) shows as the FAILED response
     /// the operator would get. See [`crate::Request::from_json`].
     pub fn to_json(&self) -> Value {
@@ -212,7 +264,7 @@ impl Response {
             Ok(ConditionStatus::False) => "False",
             _ => "Unknown",
         };
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "outcome": outcome,
             "message": r.message,
             "retryAfterSeconds": r.retry_after.map(|d| d.as_secs_f64()),
@@ -232,7 +284,13 @@ impl Response {
                 "reason": e.reason,
                 "message": e.message,
             })).collect::<Vec<_>>(),
-        })
+        });
+        // Only an answer that carries children has the key: without it the
+        // operator leaves the children as they are.
+        if let Some(children) = r.children {
+            json["children"] = Value::Array(children);
+        }
+        json
     }
 
     /// A builder mistake (reserved key, status not an object), turned into
@@ -263,6 +321,7 @@ impl Response {
                 .collect(),
             conditions: r.conditions,
             events: r.events,
+            children: r.children.as_deref().map(children_proto),
         }
     }
 
@@ -273,6 +332,10 @@ impl Response {
         let r = if !self.conditions.is_empty() || !self.extension_statuses.is_empty() {
             Self::failed(
                 "plugin bug: a hook's response sets conditions or extension statuses; a hook writes only its status (under status.hooks.<plugin>) and events",
+            )
+        } else if self.children.is_some() {
+            Self::failed(
+                "plugin bug: a hook's response sets children; only Reconcile and Finalize answers carry children",
             )
         } else {
             Self {
@@ -301,7 +364,14 @@ impl Response {
                 .retry_after
                 .and_then(|d| prost_types::Duration::try_from(d).ok()),
             events: r.events,
+            children: r.children.as_deref().map(children_proto),
         }
+    }
+}
+
+fn children_proto(children: &[Value]) -> v1::Children {
+    v1::Children {
+        objects: children.iter().map(json_bytes).collect(),
     }
 }
 
@@ -335,6 +405,29 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Failed as i32);
         let r = Response::ok().status(json!([1, 2])).into_reconcile();
         assert!(r.message.contains("must be a JSON object"), "{}", r.message);
+    }
+
+    #[test]
+    fn children_are_carried_only_when_set() {
+        let none = Response::ok();
+        assert_eq!(none.to_json().get("children"), None);
+        assert_eq!(none.into_reconcile().children, None);
+        let empty = Response::ok().children(Vec::<Value>::new());
+        assert_eq!(empty.to_json()["children"], json!([]));
+        assert_eq!(empty.into_reconcile().children.unwrap().objects.len(), 0);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let one = Response::ok().child(&cm).into_reconcile();
+        let sent: Value = serde_json::from_slice(&one.children.unwrap().objects[0]).unwrap();
+        assert_eq!(sent, cm);
+        let bad = Response::ok().child(json!([1])).into_reconcile();
+        assert_eq!(bad.outcome, Outcome::Failed as i32);
+        assert!(
+            bad.message.contains("a child must be a JSON object"),
+            "{}",
+            bad.message
+        );
+        let hook = Response::ok().child(&cm).into_hook();
+        assert_eq!(hook.outcome, Outcome::Failed as i32);
     }
 
     #[test]

@@ -13,8 +13,9 @@ use kplug_proto::v1::plugin_server::{Plugin as PluginApi, PluginServer};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{
     DefaultRequest, DefaultResponse, FinalizeRequest, FinalizeResponse, GetInfoRequest,
-    GetInfoResponse, HeartbeatRequest, HookRequest, HookResponse, ProbeRequest, ProbeResponse,
-    ReconcileRequest, ReconcileResponse, UnregisterRequest, ValidateRequest, ValidateResponse,
+    GetInfoResponse, HeartbeatRequest, HookRequest, HookResponse, MutateRequest, MutateResponse,
+    ProbeRequest, ProbeResponse, ReconcileRequest, ReconcileResponse, UnregisterRequest,
+    ValidateRequest, ValidateResponse,
 };
 use kplug_proto::{limits, rules, telemetry};
 use tokio::sync::watch;
@@ -188,9 +189,10 @@ impl<P: Plugin> Server<P> {
             protocol: kplug_proto::PROTOCOL.into(),
             socket: kplug_proto::plugin_socket(&name),
             offers: self.info.offers(),
-            capabilities: capabilities::<P>(),
+            capabilities: capabilities::<P>(&self.info),
             hooks: self.info.hooks(),
             call_policies: self.info.call_policies(),
+            mutations: Vec::new(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -358,8 +360,9 @@ impl<P: Plugin> Service<P> {
         implementation: String,
         object: &[u8],
         extensions: &[Vec<u8>],
+        children: &[Vec<u8>],
     ) -> Response {
-        let request = match Request::decode(implementation, object, extensions) {
+        let request = match Request::decode(implementation, object, extensions, children) {
             Ok(request) => request,
             Err(e) => return Response::failed(format!("kplug: {e}")),
         };
@@ -437,10 +440,11 @@ impl<P: Plugin> PluginApi for Service<P> {
             version: self.info.version.clone(),
             protocol: kplug_proto::PROTOCOL.into(),
             offers: self.info.offers(),
-            capabilities: capabilities::<P>(),
+            capabilities: capabilities::<P>(&self.info),
             description: self.info.description.clone(),
             hooks: self.info.hooks(),
             call_policies: self.info.call_policies(),
+            mutations: Vec::new(),
         }))
     }
 
@@ -468,6 +472,7 @@ impl<P: Plugin> PluginApi for Service<P> {
                 r.implementation,
                 &r.object,
                 &r.extensions,
+                &r.children,
             )
             .instrument(span)
             .await;
@@ -487,6 +492,7 @@ impl<P: Plugin> PluginApi for Service<P> {
                 r.implementation,
                 &r.object,
                 &r.extensions,
+                &r.children,
             )
             .instrument(span)
             .await;
@@ -567,5 +573,12 @@ impl<P: Plugin> PluginApi for Service<P> {
             .await
             .unwrap_or_else(Response::failed);
         Ok(tonic::Response::new(response.into_hook()))
+    }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<MutateRequest>,
+    ) -> Result<tonic::Response<MutateResponse>, tonic::Status> {
+        Err(self.unimplemented("Mutate"))
     }
 }

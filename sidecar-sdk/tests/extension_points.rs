@@ -465,6 +465,7 @@ async fn a_panic_fails_its_own_call_and_an_abandoned_call_drops_its_handler() {
     ));
     let (mut client, _stop) = serve(dir.path(), info, plugin).await;
     let reconcile = |name: &str| v1::ReconcileRequest {
+        children: Default::default(),
         implementation: "SQLite".into(),
         object: table(name, json!([])),
         extensions: vec![],

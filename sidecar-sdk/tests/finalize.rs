@@ -83,6 +83,7 @@ async fn serve_and_ask<P: Plugin>(
     if let Some(object) = finalize {
         let response = client
             .finalize(FinalizeRequest {
+                children: Default::default(),
                 implementation: "Tables".into(),
                 object: serde_json::to_vec(&json!({
                     "apiVersion": "myorg.org/v1", "kind": "DatabaseTable",

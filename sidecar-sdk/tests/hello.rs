@@ -42,6 +42,7 @@ async fn wait_registered(registry: &Registry, what: &str) {
 
 fn greeting(name: &str) -> ReconcileRequest {
     ReconcileRequest {
+        children: Default::default(),
         implementation: "Hello".into(),
         object: serde_json::to_vec(&json!({
             "apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": name, "namespace": "default"}, "spec": {}

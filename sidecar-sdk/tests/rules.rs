@@ -189,6 +189,7 @@ async fn message_limit() {
         .max_encoding_message_size(usize::MAX);
     let response = client
         .reconcile(ReconcileRequest {
+            children: Default::default(),
             implementation: "Sizes".into(),
             object,
             extensions: vec![],

@@ -64,6 +64,7 @@ impl Objects {
 
     pub(super) fn reconcile(&self) -> ReconcileRequest {
         ReconcileRequest {
+            children: Default::default(),
             implementation: self.implementation.clone(),
             object: self.base.to_string().into_bytes(),
             extensions: self
@@ -79,6 +80,7 @@ impl Objects {
         let mut base = self.base.clone();
         base["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         FinalizeRequest {
+            children: Default::default(),
             implementation: self.implementation.clone(),
             object: base.to_string().into_bytes(),
             extensions: self

@@ -163,6 +163,7 @@ impl HeartbeatInput {
             .map(|o| {
                 let extensions: Vec<v1::GroupKind> = o.extensions.iter().map(group_kind).collect();
                 v1::Offer {
+                    children: Default::default(),
                     base: o.base.as_ref().map(group_kind),
                     implementation: o.implementation.build(w),
                     extensions: cycle(
@@ -175,6 +176,7 @@ impl HeartbeatInput {
             })
             .collect();
         v1::HeartbeatRequest {
+            mutations: Default::default(),
             name: self.name.build(w),
             version: self.version.build(w),
             instance_id: self.instance_id.build(w),
@@ -623,6 +625,7 @@ impl ResponseInput {
             })
             .collect();
         v1::ReconcileResponse {
+            children: Default::default(),
             outcome: self.outcome.build(),
             message: self.message.build(w),
             retry_after: self.retry_after(),
@@ -654,6 +657,7 @@ impl ResponseInput {
     /// A Finalize response.
     pub fn finalize(&self, fixture: &Fixture, sent: &[DynamicObject]) -> v1::FinalizeResponse {
         v1::FinalizeResponse {
+            children: Default::default(),
             outcome: self.outcome.build(),
             message: self.message.build(RESPONSE_WORDS),
             retry_after: self.retry_after(),

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use super::Delegate;
 use crate::backoff::{Backoff, FailureTracker};
+use crate::children::{ChildKinds, Children};
 use crate::events::Events;
 use crate::extensions::{AllowList, Extensions};
 use crate::initial_list::InitialList;
@@ -35,6 +36,7 @@ pub struct DelegateBuilder<K: Resource> {
     namespace: Option<String>,
     max_reconciles_per_plugin: u16,
     initial_list: InitialList,
+    child_kinds: ChildKinds,
 }
 
 impl<K> DelegateBuilder<K>
@@ -56,7 +58,16 @@ where
             namespace: None,
             max_reconciles_per_plugin: 6,
             initial_list: InitialList::Auto,
+            child_kinds: ChildKinds::default(),
         }
+    }
+
+    /// The kinds of children plugins may have applied (none by default):
+    /// the allow-list of `--child-kinds`. Each is watched, filtered to
+    /// kplug's label, while [`Delegate::wakeups`] runs.
+    pub fn child_kinds(mut self, kinds: ChildKinds) -> Self {
+        self.child_kinds = kinds;
+        self
     }
 
     /// How the extension watches fill their caches (default
@@ -124,6 +135,13 @@ where
         );
         let target = Target::discover(&self.client, &gvk).await?;
         self.extension_kinds.check_served(&self.client).await?;
+        let children = if self.child_kinds.is_empty() {
+            None
+        } else {
+            let children =
+                Children::discover(&self.client, self.child_kinds, self.namespace.clone()).await?;
+            Some(Arc::new(children))
+        };
         // Without a registry the metrics are kept but exported nowhere.
         let metrics = self.metrics.unwrap_or_default();
         let (wake, woken) = mpsc::unbounded_channel();
@@ -161,6 +179,7 @@ where
             last_calls: Arc::default(),
             recent: Arc::default(),
             hook_queue,
+            children,
         };
         Ok(Delegate {
             core: Arc::new(core),

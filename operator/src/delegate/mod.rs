@@ -171,9 +171,27 @@ where
             grace: self.registry.config().heartbeat_ttl,
             wake: self.wake.clone(),
         }));
-        // Stops following the registry when the stream is dropped (a
-        // Controller that stops, a lost leader term).
-        let guard = AbortOnDrop(follower);
+        // Stops following the registry, and watching the children, when
+        // the stream is dropped (a Controller that stops, a lost leader
+        // term).
+        let mut guard = vec![AbortOnDrop(follower)];
+        if let Some(children) = &core.children {
+            let (watches, mut woken) = children.watch();
+            guard.extend(watches.into_iter().map(AbortOnDrop));
+            let wake = self.wake.clone();
+            let ar = core.target.api_resource.clone();
+            guard.push(AbortOnDrop(tokio::spawn(async move {
+                while let Some(child) = woken.recv().await {
+                    let mut base = ObjectRef::new_with(&child.name, ar.clone());
+                    if let Some(namespace) = child.namespace {
+                        base = base.within(&namespace);
+                    }
+                    if wake.send(base).is_err() {
+                        return;
+                    }
+                }
+            })));
+        }
         futures::stream::unfold(
             (guard, Arc::clone(&self.woken), dyntype),
             |(guard, woken, dyntype)| async move {

@@ -71,7 +71,8 @@ impl CallPolicies {
             Call::Hook => self.hook,
             Call::Validate => self.validate,
             Call::Default => self.default,
-            Call::Reconcile | Call::Unspecified => self.reconcile,
+            // Mutate is not called by this operator yet.
+            Call::Reconcile | Call::Mutate | Call::Unspecified => self.reconcile,
         }
     }
 

@@ -122,10 +122,15 @@ pub(super) async fn reconcile<B: Backend>(
         &candidate.implementation,
         found,
     );
+    let children = match observed_children(obj, core, &instance, &candidate.implementation) {
+        Some(children) => children,
+        None => return Outcome::Stale.into(),
+    };
     let request = ReconcileRequest {
         implementation: candidate.implementation.clone(),
         object: sent.object_json,
         extensions: sent.extensions_json,
+        children,
     };
     let sent_call = core.backend.reconcile(plugin, request);
     let checked = exchange(core, obj, &instance, call, sent_call, |response| {
@@ -157,10 +162,15 @@ pub(super) async fn finalize<B: Backend>(
         &candidate.implementation,
         found,
     );
+    let children = match observed_children(obj, core, instance, &candidate.implementation) {
+        Some(children) => children,
+        None => return Outcome::Stale.into(),
+    };
     let request = FinalizeRequest {
         implementation: candidate.implementation.clone(),
         object: sent.object_json,
         extensions: sent.extensions_json,
+        children,
     };
     let sent_call = core.backend.finalize(&candidate.plugin, request);
     let checked = exchange(core, obj, instance, call, sent_call, |response| {
@@ -172,6 +182,27 @@ pub(super) async fn finalize<B: Backend>(
             answer: Some(checked),
         },
         Err(outcome) => outcome.into(),
+    }
+}
+
+/// The children the plugin manages for `obj`, for its request: none when
+/// its offer declares no child kinds. Until every child watch has listed,
+/// they are not known (`None`), and the call waits ([`Outcome::Stale`]): a
+/// plugin sent no children would desire them all again.
+fn observed_children<B>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    instance: &PluginInstance,
+    implementation: &str,
+) -> Option<Vec<Vec<u8>>> {
+    let declares = instance
+        .offer(&core.kind(), implementation)
+        .is_some_and(|offer| !offer.children.is_empty());
+    match &core.children {
+        Some(children) if declares => children
+            .synced()
+            .then(|| children.observed_json(&obj.uid().unwrap_or_default(), &instance.name)),
+        _ => Some(Vec::new()),
     }
 }
 

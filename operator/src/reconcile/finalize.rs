@@ -17,7 +17,7 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::apply::resolve;
-use super::outcome::Call;
+use super::outcome::{Call, ChildProblem};
 use super::plan::{self, FinalizePlan, Known};
 use super::wait::wait_for_plugin;
 use super::write::PluginFields;
@@ -42,6 +42,25 @@ pub(super) async fn finalize<B: Backend>(
         FinalizePlan::Call(targets) => targets,
     };
     if let Some(outcome) = finalize_on(obj, core, &targets).await? {
+        return Ok(outcome);
+    }
+    // The children go with their base, before its finalizer: owner
+    // references would have the garbage collector delete them too, but
+    // only where a controller manager runs.
+    if let Some(children) = &core.children
+        && let Err(message) = children.delete_all(obj).await
+    {
+        let plugin = targets
+            .first()
+            .map(|t| t.plugin.clone())
+            .unwrap_or_default();
+        let outcome = Outcome::Children {
+            plugin,
+            problem: ChildProblem::ApplyFailed(message),
+        };
+        if let Some((type_, reason, action, note)) = outcome.event() {
+            write::event(core, obj, type_, reason, action, note).await;
+        }
         return Ok(outcome);
     }
     write::remove_finalizer(obj, core).await?;

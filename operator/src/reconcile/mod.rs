@@ -93,6 +93,7 @@ use kube::{Client, ResourceExt};
 use tracing::Instrument;
 
 use crate::backoff::FailureTracker;
+use crate::children::Children;
 use crate::events::Events;
 use crate::extensions::{ExtensionRef, Extensions, Resolution};
 use crate::metrics::ReconcileMetrics;
@@ -285,6 +286,8 @@ pub(crate) struct Core<B> {
     pub(crate) recent: Arc<Recent>,
     /// Async hook calls waiting to run.
     pub(crate) hook_queue: HookQueue,
+    /// The children plugins manage (none without `--child-kinds`).
+    pub(crate) children: Option<Arc<Children>>,
 }
 
 impl<B> Core<B> {

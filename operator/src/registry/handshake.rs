@@ -15,7 +15,9 @@ use super::Registry;
 use crate::confinement::confine;
 use crate::connection::dial;
 use crate::plugin::{CallError, CallPolicies, Defaults, PluginInstance};
-use crate::refusal::{Refusal, check_agreement, check_declarations, check_sizes};
+use crate::refusal::{
+    Refusal, check_agreement, check_capabilities, check_declarations, check_sizes,
+};
 
 impl Registry {
     pub(super) async fn handshake(
@@ -79,6 +81,7 @@ impl Registry {
         }
         check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
         check_declarations(&info.name, &info.hooks, &info.call_policies)?;
+        check_capabilities(&info.name, &info.capabilities, &info.offers)?;
         check_agreement(
             &info.name,
             (&req.hooks, &req.call_policies),

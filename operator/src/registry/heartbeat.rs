@@ -239,6 +239,10 @@ impl RegistryApi for Registry {
             reason,
             ttl: prost_types::Duration::try_from(config.heartbeat_ttl).ok(),
             interval: prost_types::Duration::try_from(config.heartbeat_interval).ok(),
+            capabilities: crate::refusal::SUPPORTED
+                .iter()
+                .map(|c| *c as i32)
+                .collect(),
         }))
     }
 

@@ -27,11 +27,13 @@
 //! applies in `operator`; the checks of what a plugin returns in
 //! `response`.
 
+mod children;
 mod conditions;
 mod operator;
 mod response;
 mod unchanged;
 
+pub use children::{ChildKey, Intent};
 pub use conditions::{Condition, OperatorConditions, find_condition};
 pub use operator::{Choice, OperatorStatus};
 pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};

@@ -9,6 +9,7 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType as Severity;
 use serde_json::{Map, Value};
 
+use super::children::{Intent, check_children};
 use super::conditions::Condition;
 use super::{OPERATOR_KEYS, reference};
 
@@ -41,6 +42,8 @@ pub struct Checked {
     pub conditions: Vec<Condition>,
     /// Events to record.
     pub events: Vec<PluginEvent>,
+    /// The children the plugin desires; `None` leaves them as they are.
+    pub children: Option<Vec<Intent>>,
 }
 
 /// Checks a Reconcile response against what the plugin was sent.
@@ -89,6 +92,7 @@ pub fn check_reconcile(
         extension_statuses,
         conditions,
         events,
+        children: check_children(resp.children)?,
     })
 }
 
@@ -109,6 +113,7 @@ pub fn check_finalize(
         extension_statuses: Vec::new(),
         conditions: Vec::new(),
         events: check_events(resp.events, base, sent)?,
+        children: check_children(resp.children)?,
     })
 }
 
@@ -135,6 +140,7 @@ pub fn check_hook(
         extension_statuses: Vec::new(),
         conditions: Vec::new(),
         events: check_events(resp.events, base, sent)?,
+        children: None,
     })
 }
 

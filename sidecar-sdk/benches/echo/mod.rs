@@ -84,6 +84,13 @@ impl PluginApi for Bare {
             "the bare echo server does not implement Hook",
         ))
     }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<kplug_proto::v1::MutateRequest>,
+    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
+    }
 }
 
 /// A DatabaseTable-like object whose whole JSON is about `size` bytes.
@@ -101,6 +108,7 @@ fn object(size: usize) -> Vec<u8> {
 /// The Reconcile request of the benches: the object of about `size` bytes.
 pub(crate) fn request(size: usize) -> ReconcileRequest {
     ReconcileRequest {
+        children: Default::default(),
         implementation: "Echo".into(),
         object: object(size),
         extensions: vec![],

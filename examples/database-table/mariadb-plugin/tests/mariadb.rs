@@ -79,6 +79,7 @@ fn extension(name: &str, engine: &str) -> Vec<u8> {
 impl Fixture {
     async fn reconcile(&mut self, columns: Value, engine: &str) -> ReconcileResponse {
         let request = ReconcileRequest {
+            children: Default::default(),
             implementation: "MariaDB".into(),
             object: object(&self.table, columns, "Delete"),
             extensions: vec![extension(&self.table, engine)],
@@ -244,6 +245,7 @@ async fn columns_engine_status_idempotence_and_finalize() {
 
     // Finalize: Retain keeps the table, Delete drops it.
     let finalize = |policy: &str| FinalizeRequest {
+        children: Default::default(),
         implementation: "MariaDB".into(),
         object: object(&f.table, cols(&[("id", "uint64")]), policy),
         extensions: vec![],
@@ -261,6 +263,7 @@ async fn columns_engine_status_idempotence_and_finalize() {
 async fn unknown_server_is_a_clear_failure() {
     let mut f = fixture().await;
     let request = ReconcileRequest {
+        children: Default::default(),
         implementation: "MariaDB".into(),
         object: serde_json::to_vec(&json!({
             "apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable",

@@ -10,8 +10,8 @@ use clap::Parser;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_operator::{
-    AllowList, ClientConfig, FailurePolicy, InitialList, LeaderElection, NoPlugin, RegistryConfig,
-    SelectionMode, Settings, WebhookConfig,
+    AllowList, ChildKind, ChildKinds, ClientConfig, FailurePolicy, InitialList, LeaderElection,
+    NoPlugin, RegistryConfig, SelectionMode, Settings, WebhookConfig,
 };
 use kube::runtime::events::Reporter;
 
@@ -137,6 +137,22 @@ pub(crate) struct Args {
         value_parser = AllowList::parse_kind
     )]
     extension_kind: Vec<(String, String)>,
+
+    /// [PLUGIN=]APIVERSION/KIND of the children plugins may have the
+    /// operator apply (repeatable, comma-separated; without PLUGIN= for
+    /// every plugin), e.g. v1/ConfigMap,apps/v1/Deployment or
+    /// postgresql=v1/Secret. Nothing else is ever applied for a plugin:
+    /// Secrets only when listed, never RBAC, admission, ServiceAccount,
+    /// Namespace or CRD kinds, never a cluster-scoped kind. Each is watched
+    /// (only objects labelled kplug.io/base-uid) and must be served when
+    /// the operator starts
+    #[arg(
+        long,
+        env = "KPLUG_CHILD_KINDS",
+        value_name = "[PLUGIN=]APIVERSION/KIND,...",
+        value_parser = ChildKinds::parse
+    )]
+    child_kinds: Vec<Vec<ChildKind>>,
 
     /// Field of the base object naming the preferred implementation
     #[arg(long, default_value = "spec.preferredImplementation")]
@@ -467,6 +483,7 @@ impl Args {
             concurrency: self.workers,
             leader_election,
             extension_kinds: AllowList::new(self.extension_kind),
+            child_kinds: ChildKinds::new(self.child_kinds.into_iter().flatten().collect()),
             max_reconciles_per_plugin: self.max_reconciles_per_plugin,
             initial_list: self.initial_list,
             reporter,

@@ -164,6 +164,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
                 implementation: offer.implementation.clone(),
                 object,
                 extensions,
+                children: Vec::new(),
             });
             request.set_timeout(args.timeout);
             let r = plugin
@@ -186,6 +187,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         }
         Call::Finalize => {
             let mut request = tonic::Request::new(FinalizeRequest {
+                children: Default::default(),
                 implementation: offer.implementation.clone(),
                 object,
                 extensions,

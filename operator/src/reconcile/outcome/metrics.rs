@@ -17,6 +17,7 @@ impl Outcome {
             | Self::Invalid { .. }
             | Self::StatusRefused { .. }
             | Self::NotSupported { .. } => Some("failed"),
+            Self::Children { .. } => Some("children_failed"),
             Self::HookStopped { .. } => Some("hook_failed"),
             Self::WaitingForPlugin
             | Self::WaitingForExtensions
@@ -55,6 +56,7 @@ impl Outcome {
             | Self::Failed { plugin, .. }
             | Self::Invalid { plugin, .. }
             | Self::StatusRefused { plugin, .. }
+            | Self::Children { plugin, .. }
             | Self::HookStopped { plugin, .. }
             | Self::NotSupported { plugin } => {
                 // A label is `name version`; a plugin name has no spaces

@@ -74,6 +74,14 @@ pub(crate) enum Outcome {
     },
     /// The chosen plugin does not advertise Reconcile.
     NotSupported { plugin: String },
+    /// The plugin answered, and some of the children it desires were not
+    /// applied: refused by a rule, or by the API server.
+    Children {
+        /// The plugin, as its label.
+        plugin: String,
+        /// What went wrong with the children.
+        problem: ChildProblem,
+    },
     /// A `sync-enforce` hook did not succeed, so the step stopped.
     HookStopped {
         /// The label of the plugin that declared the hook.
@@ -173,6 +181,11 @@ impl Outcome {
             Self::Invalid { .. } => "InvalidPluginResponse",
             Self::StatusRefused { .. } => "StatusWriteFailed",
             Self::NotSupported { .. } => "NotSupported",
+            Self::Children {
+                problem: ChildProblem::Refused(_),
+                ..
+            } => "ChildRefused",
+            Self::Children { .. } => "ChildApplyFailed",
             Self::HookStopped { .. } => "HookFailed",
             Self::All(_) => "Reconciled",
             Self::WaitingForPlugin | Self::Woken | Self::Queued => "WaitingForPlugin",
@@ -220,6 +233,22 @@ impl Outcome {
             Self::NotSupported { plugin } => {
                 format!("plugin {plugin} does not advertise Reconcile")
             }
+            Self::Children {
+                plugin,
+                problem: ChildProblem::Refused(refused),
+            } => format!(
+                "plugin {plugin}: {} refused, nothing of it applied: {}",
+                if refused.len() == 1 {
+                    "a child was"
+                } else {
+                    "children were"
+                },
+                refused.join("; ")
+            ),
+            Self::Children {
+                plugin,
+                problem: ChildProblem::ApplyFailed(message),
+            } => format!("plugin {plugin}: {message}"),
             Self::HookStopped {
                 plugin,
                 hook,
@@ -262,7 +291,7 @@ impl Outcome {
             Self::Failed { call, .. }
             | Self::CallFailed { call, .. }
             | Self::Invalid { call, .. } => (*call, self.reason()),
-            Self::StatusRefused { .. } => (Call::Reconcile, self.reason()),
+            Self::StatusRefused { .. } | Self::Children { .. } => (Call::Reconcile, self.reason()),
             // The action is the step that stopped: kube's recorder folds
             // Events with one reason and action into a series, and a
             // bypass hook's failure on the same object is a `Hook` action.
@@ -302,6 +331,7 @@ impl Outcome {
             | Self::CallFailed { .. }
             | Self::Invalid { .. }
             | Self::StatusRefused { .. }
+            | Self::Children { .. }
             | Self::WaitingForExtensions => Some(failures.failed(uid)),
             Self::NotSupported { .. } => Some(resync),
             // The soonest requested requeue wins; a failure anywhere backs
@@ -333,6 +363,16 @@ impl Outcome {
 
 /// Several plugins' `Reconciled` conditions as one: the first that is not
 /// true, else true with every message.
+/// What went wrong with a plugin's children ([`Outcome::Children`]).
+#[derive(Debug)]
+pub(crate) enum ChildProblem {
+    /// Children refused by a rule, each `<child>: <rule>`; nothing of
+    /// them was written.
+    Refused(Vec<String>),
+    /// The API server refused to apply or delete a child.
+    ApplyFailed(String),
+}
+
 fn combine(outcomes: &[Outcome]) -> Condition {
     let conditions: Vec<Condition> = outcomes.iter().map(Outcome::condition).collect();
     if let [only] = conditions.as_slice() {

@@ -44,6 +44,7 @@ impl FakeBackend {
     /// `capabilities`, and extension kind `GreetingStyle`.
     pub(super) fn add_plugin(&self, name: &str, implementation: &str, capabilities: &[Capability]) {
         let offer = Offer {
+            children: Default::default(),
             base: Some(greeting_kind()),
             implementation: implementation.to_owned(),
             extensions: vec![GroupKind {

@@ -77,6 +77,7 @@ impl World {
             last_calls: Arc::default(),
             recent: Arc::default(),
             hook_queue: super::HookQueue::new(1, Default::default()),
+            children: None,
         };
         core.backend.set_grace([None]);
         Self {

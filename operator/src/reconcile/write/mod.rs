@@ -2,6 +2,7 @@
 //! record of a choice, the statuses after the calls, the finalizer's
 //! removal, and a hook's answer ([`HookWriter`]).
 
+mod children;
 mod hook;
 
 pub(super) use hook::HookWriter;
@@ -40,11 +41,30 @@ pub(super) async fn after_calls<B: Backend>(
 ) -> Result<Outcome, ReconcileError> {
     let preferred = core.settings.selection == SelectionMode::Preferred;
     let (targets, mut outcomes, mut answers) = plugin_parts(obj, core, called, !preferred).await;
+    // The children before the status that lists them.
+    let mut child_states = None;
+    for ((target, outcome), answer) in targets.iter().zip(outcomes.iter_mut()).zip(&answers) {
+        if let Some(answer) = answer {
+            let taken = std::mem::replace(outcome, Outcome::Busy);
+            let (states, synced) = children::sync(obj, core, target, answer, taken).await;
+            *outcome = synced;
+            if let Some(states) = states {
+                child_states.get_or_insert_with(Vec::new).extend(states);
+            }
+        }
+    }
     let plugin_conditions = one_per_type(answers.iter().flatten().flat_map(|a| &a.conditions));
     // Under `preferred` there is one target: its fields go with the
-    // operator's part.
+    // operator's part, and the children's states beside them.
     let fields = match answers.as_slice() {
-        [Some(answer)] if preferred => Some(answer.status.clone().unwrap_or_default()),
+        [Some(answer)] if preferred => {
+            let mut fields = answer.status.clone().unwrap_or_default();
+            match children::status_value(obj, child_states) {
+                Some(states) => fields.insert(children::STATUS_KEY.into(), states),
+                None => fields.remove(children::STATUS_KEY),
+            };
+            Some(fields)
+        }
         _ => None,
     };
     let mut conditions = OperatorConditions {

@@ -1,0 +1,97 @@
+//! The children step of the write: after a plugin answered OK or RETRY
+//! with a children message, its children are applied (and on OK pruned)
+//! before the status that lists them is written.
+
+use kplug_proto::v1;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::super::outcome::ChildProblem;
+use super::super::{Backend, Core, Outcome};
+use crate::children::{ChildState, Sync};
+use crate::selection::Candidate;
+use crate::status::Checked;
+
+/// The key of `status.children`, the list of each child and its state.
+pub(super) const STATUS_KEY: &str = "children";
+
+/// Brings `target`'s children to its answer, unless the answer leaves them
+/// as they are (no children message, a FAILED outcome). Returns their
+/// states for the status (`None`: keep what it lists), and the outcome,
+/// which a refused or failed child replaces.
+pub(super) async fn sync<B: Backend>(
+    obj: &DynamicObject,
+    core: &Core<B>,
+    target: &Candidate,
+    answer: &Checked,
+    outcome: Outcome,
+) -> (Option<Vec<ChildState>>, Outcome) {
+    let Some(intents) = &answer.children else {
+        return (None, outcome);
+    };
+    let prune = match answer.outcome {
+        v1::Outcome::Ok => true,
+        v1::Outcome::Retry => false,
+        v1::Outcome::Failed | v1::Outcome::Unspecified => return (None, outcome),
+    };
+    let Some(instance) = core.backend.plugin(&target.plugin) else {
+        return (None, outcome);
+    };
+    let plugin = instance.label();
+    let Some(children) = &core.children else {
+        // No kind is allowed at all: each child says so.
+        let refused = intents
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}: the operator allows no child kinds (--child-kinds)",
+                    i.key
+                )
+            })
+            .collect::<Vec<_>>();
+        if refused.is_empty() {
+            return (None, outcome);
+        }
+        let problem = ChildProblem::Refused(refused);
+        return (None, Outcome::Children { plugin, problem });
+    };
+    let declared = instance
+        .offer(&core.kind(), &target.implementation)
+        .map(|o| o.children.clone())
+        .unwrap_or_default();
+    let report = children
+        .sync(Sync {
+            base: obj,
+            base_ar: &core.target.api_resource,
+            plugin: &target.plugin,
+            declared: &declared,
+            intents,
+            prune,
+            prune_others: core.settings.selection == super::SelectionMode::Preferred,
+        })
+        .await;
+    let outcome = if let Some(message) = report.failed {
+        Outcome::Children {
+            plugin,
+            problem: ChildProblem::ApplyFailed(message),
+        }
+    } else if !report.refused.is_empty() {
+        Outcome::Children {
+            plugin,
+            problem: ChildProblem::Refused(report.refused),
+        }
+    } else {
+        outcome
+    };
+    (Some(report.states), outcome)
+}
+
+/// `status.children` for `states`, or as the object has it when the
+/// children were left as they are.
+pub(super) fn status_value(obj: &DynamicObject, states: Option<Vec<ChildState>>) -> Option<Value> {
+    match states {
+        Some(states) if states.is_empty() => None,
+        Some(states) => Some(json!(states)),
+        None => obj.data.pointer("/status/children").cloned(),
+    }
+}

@@ -1,0 +1,684 @@
+//! End-to-end: children, the Kubernetes objects a plugin manages without
+//! credentials, against the real kube-apiserver. The plugin here is written
+//! from the proto alone (no SDK): its answers come from each table's
+//! annotations, and it keeps the observed children each request carried.
+//! - a ConfigMap child is applied with the controller owner reference, its
+//!   own field manager and kplug's labels; a spec edit updates it, a child
+//!   deleted or edited by hand is put back, the next request carries it,
+//!   and a child no longer desired is pruned;
+//! - each rule refuses a child with a condition and a Warning Event naming
+//!   it, and nothing is created or changed;
+//! - FAILED and invalid answers change nothing, RETRY applies and prunes
+//!   nothing, an answer without children leaves them;
+//! - two bases that desire one name: the second is refused;
+//! - the children go with their base;
+//! - the operator's capabilities are negotiated.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kplug_proto::v1::plugin_server::{Plugin, PluginServer};
+use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::*;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::*;
+
+const T: Duration = Duration::from_secs(30);
+const CHILDREN: &str = "kplug.test/children";
+const OUTCOME: &str = "kplug.test/outcome";
+/// Bytes of padding the plugin adds to each child's `data.blob` (an
+/// annotation cannot hold a child past the operator's bound itself).
+const PAD: &str = "kplug.test/pad";
+
+fn gvk(group: &str, version: &str, kind: &str) -> GroupVersionKind {
+    GroupVersionKind {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
+}
+
+/// The proto-only plugin's description: one offer for DatabaseTable, with
+/// the child kinds the tests ask for (not all of them allowed).
+fn heartbeat(capabilities: Vec<i32>) -> HeartbeatRequest {
+    HeartbeatRequest {
+        name: "keeper".into(),
+        version: "0.0.1".into(),
+        instance_id: "keeper-1".into(),
+        protocol: "kplug.v1".into(),
+        socket: "plugins/keeper.sock".into(),
+        offers: vec![Offer {
+            base: Some(GroupKind {
+                group: "myorg.org".into(),
+                kind: "DatabaseTable".into(),
+            }),
+            implementation: "Keeper".into(),
+            extensions: Vec::new(),
+            children: vec![
+                gvk("", "v1", "ConfigMap"),
+                gvk("", "v1", "Secret"),
+                gvk("", "v1", "Service"),
+                gvk("", "v1", "PersistentVolume"),
+                gvk("rbac.authorization.k8s.io", "v1", "Role"),
+            ],
+        }],
+        capabilities,
+        hooks: Vec::new(),
+        call_policies: Vec::new(),
+        mutations: Vec::new(),
+    }
+}
+
+fn capabilities() -> Vec<i32> {
+    vec![Capability::Reconcile as i32, Capability::Children as i32]
+}
+
+/// What the plugin was sent, by table name: the observed children of each
+/// Reconcile request, in order.
+type Seen = Arc<Mutex<BTreeMap<String, Vec<Vec<Value>>>>>;
+
+struct Keeper {
+    seen: Seen,
+}
+
+#[tonic::async_trait]
+impl Plugin for Keeper {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        let hb = heartbeat(capabilities());
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: hb.name,
+            version: hb.version,
+            protocol: hb.protocol,
+            offers: hb.offers,
+            capabilities: hb.capabilities,
+            description: "answers children from the table's annotations".into(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
+            mutations: Vec::new(),
+        }))
+    }
+
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+
+    /// Answers with the children in the table's `kplug.test/children`
+    /// annotation (a JSON array; none: no children message), with the
+    /// outcome in `kplug.test/outcome` (OK by default).
+    async fn reconcile(
+        &self,
+        request: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        let r = request.into_inner();
+        let table: Value = serde_json::from_slice(&r.object).unwrap();
+        let name = table["metadata"]["name"].as_str().unwrap().to_owned();
+        let observed = r
+            .children
+            .iter()
+            .map(|c| serde_json::from_slice(c).unwrap())
+            .collect();
+        self.seen
+            .lock()
+            .unwrap()
+            .entry(name)
+            .or_default()
+            .push(observed);
+        let annotations = &table["metadata"]["annotations"];
+        let pad = annotations[PAD].as_str().map_or(0, |n| n.parse().unwrap());
+        let children = annotations[CHILDREN].as_str().map(|text| {
+            let mut list: Vec<Value> = serde_json::from_str(text).unwrap();
+            if pad > 0 {
+                for child in &mut list {
+                    child["data"]["blob"] = json!("x".repeat(pad));
+                }
+            }
+            Children {
+                objects: list
+                    .iter()
+                    .map(|c| serde_json::to_vec(c).unwrap())
+                    .collect(),
+            }
+        });
+        let (outcome, retry_after) = match annotations[OUTCOME].as_str() {
+            Some("RETRY") => (
+                Outcome::Retry,
+                Some(prost_types::Duration {
+                    seconds: 3600,
+                    nanos: 0,
+                }),
+            ),
+            Some("FAILED") => (Outcome::Failed, None),
+            _ => (Outcome::Ok, None),
+        };
+        Ok(tonic::Response::new(ReconcileResponse {
+            outcome: outcome as i32,
+            message: "kept".into(),
+            retry_after,
+            children,
+            ..ReconcileResponse::default()
+        }))
+    }
+
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Finalize"))
+    }
+
+    async fn validate(
+        &self,
+        _: tonic::Request<ValidateRequest>,
+    ) -> Result<tonic::Response<ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Validate"))
+    }
+
+    async fn default(
+        &self,
+        _: tonic::Request<DefaultRequest>,
+    ) -> Result<tonic::Response<DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Default"))
+    }
+
+    async fn hook(
+        &self,
+        _: tonic::Request<HookRequest>,
+    ) -> Result<tonic::Response<HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Hook"))
+    }
+
+    async fn mutate(
+        &self,
+        _: tonic::Request<MutateRequest>,
+    ) -> Result<tonic::Response<MutateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Mutate"))
+    }
+}
+
+/// Serves the proto-only plugin and heartbeats for it; returns what it
+/// was sent.
+async fn keeper(w: &World) -> Seen {
+    let seen = Seen::default();
+    let socket = w.sockets.path().join("plugins/keeper.sock");
+    let listener = kplug_proto::socket::bind(&socket).await.unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(PluginServer::new(Keeper { seen: seen.clone() }))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let registry_socket = w.sockets.path().join("registry.sock");
+    tokio::spawn(async move {
+        let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
+        loop {
+            let _ = registry.heartbeat(heartbeat(capabilities())).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    w.until_plugin_up("keeper", T).await;
+    seen
+}
+
+fn config_map(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+/// The `kplug.test/children` annotation for `children`.
+fn desiring(children: &[Value]) -> Value {
+    json!({ CHILDREN: serde_json::to_string(children).unwrap() })
+}
+
+async fn set_children(w: &World, table: &str, children: &[Value]) {
+    annotate(w, table, desiring(children)).await;
+}
+
+/// Merges `annotations` into table `name`, with a spec change: only a new
+/// generation has the plugin called again.
+async fn annotate(w: &World, table: &str, annotations: Value) {
+    static EDITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let edit = EDITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    w.merge_table(
+        table,
+        json!({"metadata": {"annotations": annotations}, "spec": {"serverName": format!("server-{edit}")}}),
+    )
+    .await;
+}
+
+fn config_maps(w: &World) -> Api<ConfigMap> {
+    Api::namespaced(w.client.clone(), &w.ns)
+}
+
+/// Waits until ConfigMap `name` exists with `check` holding.
+async fn config_map_until(
+    w: &World,
+    name: &str,
+    what: &str,
+    check: impl Fn(&ConfigMap) -> Result<(), String>,
+) -> ConfigMap {
+    let api = config_maps(w);
+    kplug_testenv::eventually(what, T, || async {
+        let cm = api
+            .get_opt(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("ConfigMap {name} does not exist"))?;
+        check(&cm).map(|()| cm)
+    })
+    .await
+}
+
+fn data_is(key: &str, value: &str) -> impl Fn(&ConfigMap) -> Result<(), String> {
+    let (key, value) = (key.to_owned(), value.to_owned());
+    move |cm| match cm.data.as_ref().and_then(|d| d.get(&key)) {
+        Some(v) if *v == value => Ok(()),
+        other => Err(format!("data.{key} is {other:?}, want {value}")),
+    }
+}
+
+async fn table_uid(w: &World, name: &str) -> String {
+    w.tables().get(name).await.unwrap().uid().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_is_applied_owned_kept_and_pruned() {
+    let w = world("children", &["--child-kinds", "v1/ConfigMap"]).await;
+    let seen = keeper(&w).await;
+    let settings = config_map("t1-settings", json!({"a": "1"}));
+    w.create_table("t1", "Keeper", desiring(&[settings]), false)
+        .await;
+    let table = w.ready_on("t1", "Keeper", T).await;
+    let uid = table.uid().unwrap();
+
+    // Applied with the controller owner reference, its own field manager
+    // and the labels.
+    let cm = config_map_until(&w, "t1-settings", "the child is applied", data_is("a", "1")).await;
+    let owner = &cm.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("DatabaseTable", "t1", uid.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(owner.block_owner_deletion, Some(true));
+    let labels = cm.labels();
+    assert_eq!(labels.get("kplug.io/base-uid"), Some(&uid));
+    assert_eq!(
+        labels.get("kplug.io/plugin").map(String::as_str),
+        Some("keeper")
+    );
+    let managers: Vec<String> = cm
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.manager.clone())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m.starts_with("kplug/keeper/")),
+        "{managers:?}"
+    );
+    assert_eq!(
+        table.data.pointer("/status/children/0/state"),
+        Some(&json!("Applied")),
+        "{}",
+        table.data["status"]
+    );
+
+    // A spec edit updates the child.
+    set_children(&w, "t1", &[config_map("t1-settings", json!({"a": "2"}))]).await;
+    config_map_until(&w, "t1-settings", "the edit is applied", data_is("a", "2")).await;
+
+    // Deleted by hand, it comes back.
+    let first = config_maps(&w).get("t1-settings").await.unwrap().uid();
+    config_maps(&w)
+        .delete("t1-settings", &DeleteParams::default())
+        .await
+        .unwrap();
+    config_map_until(&w, "t1-settings", "the child comes back", |cm| {
+        (cm.uid() != first)
+            .then_some(())
+            .ok_or_else(|| "still the old one".into())
+    })
+    .await;
+
+    // Edited by hand in a field the plugin manages, it is put back.
+    config_maps(&w)
+        .patch(
+            "t1-settings",
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"data": {"a": "by hand"}})),
+        )
+        .await
+        .unwrap();
+    config_map_until(
+        &w,
+        "t1-settings",
+        "the hand edit is undone",
+        data_is("a", "2"),
+    )
+    .await;
+
+    // The next request carries the observed child.
+    set_children(&w, "t1", &[config_map("t1-settings", json!({"a": "2"}))]).await;
+    kplug_testenv::eventually("a request carries the observed child", T, || async {
+        let seen = seen.lock().unwrap();
+        let last = seen.get("t1").and_then(|calls| calls.last()).cloned();
+        match last.as_deref() {
+            Some([child])
+                if child["data"]["a"] == "2" && child["metadata"]["managedFields"].is_null() =>
+            {
+                Ok(())
+            }
+            other => Err(format!("last request's children: {other:?}")),
+        }
+    })
+    .await;
+
+    // No longer desired, it is pruned.
+    set_children(&w, "t1", &[]).await;
+    kplug_testenv::eventually("the child is pruned", T, || async {
+        match config_maps(&w).get_opt("t1-settings").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rule_refuses_its_child_and_says_so_on_the_base() {
+    let w = world("refusals", &["--child-kinds", "v1/ConfigMap"]).await;
+    keeper(&w).await;
+    // Someone else's ConfigMap, and one no controller owns.
+    let theirs = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "unowned", "namespace": w.ns}, "data": {"mine": "yes"}});
+    config_maps(&w)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(theirs).unwrap(),
+        )
+        .await
+        .unwrap();
+    let cases = [
+        (
+            "a-secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pw"}, "stringData": {"p": "x"}}),
+            "Secrets are applied only when --child-kinds lists them",
+        ),
+        (
+            "a-service",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}}),
+            "kind Service is not in the operator's --child-kinds",
+        ),
+        (
+            "a-volume",
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {}}),
+            "PersistentVolume is cluster-scoped",
+        ),
+        (
+            "a-role",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": []}),
+            "RBAC, admission and API registration kinds are never applied",
+        ),
+        (
+            "a-deployment",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}),
+            "does not declare kind Deployment.apps",
+        ),
+        (
+            "elsewhere",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "away", "namespace": "default"}, "data": {}}),
+            "it is aimed at namespace default",
+        ),
+        (
+            "not-ours",
+            config_map("unowned", json!({"mine": "no"})),
+            "it exists and no controller owns it",
+        ),
+        (
+            "too-large",
+            config_map("big", json!({})),
+            "at most 262144 are applied",
+        ),
+    ];
+    for (table, child, _) in &cases {
+        let mut annotations = desiring(std::slice::from_ref(child));
+        if *table == "too-large" {
+            annotations[PAD] = json!((300 * 1024).to_string());
+        }
+        w.create_table(table, "Keeper", annotations, false).await;
+    }
+    for (table, child, rule) in &cases {
+        let base = w
+            .table_until(table, "the child is refused", T, |t| {
+                expect_condition(t, "Ready", "False", "ChildRefused")
+            })
+            .await;
+        let (_, _, message) = condition(&base, "Reconciled").unwrap();
+        let name = child["metadata"]["name"].as_str().unwrap();
+        assert!(
+            message.contains(rule) && message.contains(name),
+            "{table}: {message}"
+        );
+        assert_eq!(
+            base.data.pointer("/status/children/0/state"),
+            Some(&json!("Refused")),
+            "{table}: {}",
+            base.data["status"]
+        );
+        w.until_events(
+            table,
+            &format!("{table}: a ChildRefused Warning"),
+            |events| {
+                events.iter().any(|(type_, reason, note)| {
+                    type_ == "Warning" && reason == "ChildRefused" && note.contains(rule)
+                })
+            },
+        )
+        .await;
+    }
+    // Nothing was created, and nothing already there changed.
+    for name in ["away", "big"] {
+        assert!(
+            config_maps(&w).get_opt(name).await.unwrap().is_none(),
+            "{name}"
+        );
+    }
+    let unowned = config_maps(&w).get("unowned").await.unwrap();
+    assert_eq!(unowned.data.unwrap()["mine"], "yes");
+    assert!(unowned.metadata.owner_references.is_none());
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns);
+    assert!(secrets.get_opt("pw").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_ok_answer_prunes_and_only_a_valid_one_applies() {
+    let w = world("outcomes", &["--child-kinds", "v1/ConfigMap"]).await;
+    keeper(&w).await;
+    let a = config_map("o-a", json!({"v": "1"}));
+    let b = config_map("o-b", json!({"v": "1"}));
+    w.create_table("o", "Keeper", desiring(&[a.clone(), b.clone()]), false)
+        .await;
+    w.ready_on("o", "Keeper", T).await;
+    config_map_until(&w, "o-b", "both children applied", data_is("v", "1")).await;
+
+    // RETRY applies (a's change) and prunes nothing (b stays).
+    annotate(
+        &w,
+        "o",
+        json!({
+            OUTCOME: "RETRY",
+            CHILDREN: serde_json::to_string(&[config_map("o-a", json!({"v": "2"}))]).unwrap(),
+        }),
+    )
+    .await;
+    config_map_until(&w, "o-a", "RETRY applies", data_is("v", "2")).await;
+    w.table_until("o", "the RETRY is written", T, |t| {
+        expect_condition(t, "Reconciled", "False", "Retrying")
+    })
+    .await;
+    assert!(
+        config_maps(&w).get_opt("o-b").await.unwrap().is_some(),
+        "RETRY pruned o-b"
+    );
+
+    // FAILED applies nothing and prunes nothing.
+    annotate(
+        &w,
+        "o",
+        json!({
+            OUTCOME: "FAILED",
+            CHILDREN: serde_json::to_string(&[config_map("o-a", json!({"v": "3"}))]).unwrap(),
+        }),
+    )
+    .await;
+    w.table_until("o", "the failure is written", T, |t| {
+        expect_condition(t, "Reconciled", "False", "PluginFailed")
+    })
+    .await;
+    // An invalid answer (one child twice) applies nothing either.
+    annotate(
+        &w,
+        "o",
+        json!({
+            OUTCOME: "OK",
+            CHILDREN: serde_json::to_string(&[
+                config_map("o-a", json!({"v": "4"})),
+                config_map("o-a", json!({"v": "5"})),
+            ]).unwrap(),
+        }),
+    )
+    .await;
+    w.table_until("o", "the invalid answer is named", T, |t| {
+        expect_condition(t, "Reconciled", "False", "InvalidPluginResponse")
+    })
+    .await;
+    let a_now = config_maps(&w).get("o-a").await.unwrap();
+    assert_eq!(a_now.data.unwrap()["v"], "2");
+    assert!(config_maps(&w).get_opt("o-b").await.unwrap().is_some());
+
+    // An answer without children leaves them as they are.
+    annotate(&w, "o", json!({OUTCOME: "OK", CHILDREN: null})).await;
+    w.table_until("o", "Ready again", T, |t| {
+        expect_condition(t, "Ready", "True", "Reconciled")
+    })
+    .await;
+    assert_eq!(
+        config_maps(&w).get("o-a").await.unwrap().data.unwrap()["v"],
+        "2"
+    );
+    assert!(config_maps(&w).get_opt("o-b").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_is_one_bases_and_children_go_with_their_base() {
+    let w = world("shared-name", &["--child-kinds", "v1/ConfigMap"]).await;
+    keeper(&w).await;
+    let shared = config_map("shared", json!({"by": "first"}));
+    w.create_table("first", "Keeper", desiring(&[shared]), false)
+        .await;
+    w.ready_on("first", "Keeper", T).await;
+    let first_uid = table_uid(&w, "first").await;
+    w.create_table(
+        "second",
+        "Keeper",
+        desiring(&[config_map("shared", json!({"by": "second"}))]),
+        false,
+    )
+    .await;
+    let second = w
+        .table_until("second", "the second base is refused", T, |t| {
+            expect_condition(t, "Ready", "False", "ChildRefused")
+        })
+        .await;
+    let (_, _, message) = condition(&second, "Reconciled").unwrap();
+    assert!(
+        message.contains("ConfigMap shared")
+            && message.contains("controlled by DatabaseTable first"),
+        "{message}"
+    );
+    let cm = config_maps(&w).get("shared").await.unwrap();
+    assert_eq!(cm.labels().get("kplug.io/base-uid"), Some(&first_uid));
+    assert_eq!(cm.data.unwrap()["by"], "first");
+
+    // Deleting the base removes its children (there is no garbage
+    // collector on this control plane: the operator does it).
+    w.tables()
+        .delete("first", &DeleteParams::default())
+        .await
+        .unwrap();
+    w.until_gone(&table_resource(), "first", T).await;
+    kplug_testenv::eventually("the child goes with its base", T, || async {
+        match config_maps(&w).get_opt("shared").await {
+            Ok(None) => Ok(()),
+            Ok(Some(cm)) if cm.metadata.deletion_timestamp.is_some() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_are_negotiated_both_ways() {
+    let w = world("negotiation", &[]).await;
+    let mut registry = RegistryClient::new(kplug_proto::socket::channel(
+        &w.sockets.path().join("registry.sock"),
+    ));
+    // Refused before anything is dialled: the plugin declares Mutate.
+    let mut with_mutate = capabilities();
+    with_mutate.push(Capability::Mutate as i32);
+    let answer = registry
+        .heartbeat(heartbeat(with_mutate))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!answer.accepted);
+    assert!(
+        answer
+            .reason
+            .contains("CAPABILITY_MUTATE, which this operator does not support yet"),
+        "{}",
+        answer.reason
+    );
+    // The answer says what the operator supports.
+    let supported: Vec<Capability> = answer
+        .capabilities
+        .iter()
+        .filter_map(|c| Capability::try_from(*c).ok())
+        .collect();
+    assert!(
+        supported.contains(&Capability::Children) && !supported.contains(&Capability::Mutate),
+        "{supported:?}"
+    );
+    // Child kinds without the capability.
+    let answer = registry
+        .heartbeat(heartbeat(vec![Capability::Reconcile as i32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        !answer.accepted
+            && answer
+                .reason
+                .contains("declares child kinds without CAPABILITY_CHILDREN"),
+        "{}",
+        answer.reason
+    );
+    w.until_refused("UnsupportedCapability", T).await;
+}
