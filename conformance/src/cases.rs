@@ -55,6 +55,9 @@ async fn run_case(
                         "extensions": o.extensions.iter()
                             .map(|e| json!({"group": e.group, "kind": e.kind}))
                             .collect::<Vec<_>>(),
+                        "children": o.children.iter()
+                            .map(|c| json!({"group": c.group, "version": c.version, "kind": c.kind}))
+                            .collect::<Vec<_>>(),
                     })
                 }).collect::<Vec<_>>(),
                 "capabilities": info.capabilities.iter().map(|c| capability_name(*c)).collect::<Vec<_>>(),
@@ -87,7 +90,7 @@ async fn run_case(
             let (implementation, object, extensions) = encode(request)?;
             let r = client
                 .reconcile(ReconcileRequest {
-                    children: Default::default(),
+                    children: encode_list(&request["children"])?,
                     implementation,
                     object,
                     extensions,
@@ -113,6 +116,7 @@ async fn run_case(
                     "reason": c.reason, "message": c.message,
                 })).collect::<Vec<_>>(),
                 "events": events(&r.events),
+                "children": children(r.children.as_ref())?,
             })
         }
         "Finalize" => {
@@ -255,6 +259,11 @@ fn failed(rpc: &'static str) -> impl Fn(tonic::Status) -> String {
 /// message may be expected as a substring (`message_contains`).
 fn compare(rpc: &str, mut actual: Value, expect: &Value) -> Result<(), String> {
     let mut want = expect.as_object().cloned().unwrap_or_default();
+    // A Reconcile case that says nothing of children expects none: the
+    // answer leaves them as they are.
+    if rpc == "Reconcile" {
+        want.entry("children").or_insert(Value::Null);
+    }
     if matches!(rpc, "Reconcile" | "Finalize" | "Hook") || want.contains_key("grpc_code") {
         let map = actual
             .as_object_mut()
@@ -284,6 +293,8 @@ fn capability_name(c: i32) -> &'static str {
     match Capability::try_from(c) {
         Ok(Capability::Reconcile) => "RECONCILE",
         Ok(Capability::Finalize) => "FINALIZE",
+        Ok(Capability::Children) => "CHILDREN",
+        Ok(Capability::Mutate) => "MUTATE",
         Ok(Capability::Validate) => "VALIDATE",
         Ok(Capability::Default) => "DEFAULT",
         Ok(Capability::Hooks) => "HOOKS",
@@ -366,17 +377,36 @@ fn same(a: &Value, b: &Value) -> bool {
 /// extension bytes.
 type Encoded = (String, Vec<u8>, Vec<Vec<u8>>);
 
+/// A list of JSON values, each JSON-encoded (absent: none).
+fn encode_list(values: &Value) -> Result<Vec<Vec<u8>>, String> {
+    values
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| serde_json::to_vec(e).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// A response's children as the cases write them: `null` when the answer
+/// carries no children message, else each child decoded.
+fn children(children: Option<&kplug_proto::v1::Children>) -> Result<Value, String> {
+    let Some(children) = children else {
+        return Ok(Value::Null);
+    };
+    children
+        .objects
+        .iter()
+        .map(|c| serde_json::from_slice(c).map_err(|e| format!("a child is not JSON: {e}")))
+        .collect::<Result<Vec<Value>, String>>()
+        .map(Value::Array)
+}
+
 fn encode(request: &Value) -> Result<Encoded, String> {
     let object = match request.get("object_raw").and_then(Value::as_str) {
         Some(raw) => raw.as_bytes().to_vec(),
         None => serde_json::to_vec(&request["object"]).map_err(|e| e.to_string())?,
     };
-    let extensions = request["extensions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| serde_json::to_vec(e).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
+    let extensions = encode_list(&request["extensions"])?;
     let implementation = request["implementation"].as_str().unwrap_or_default();
     Ok((implementation.to_owned(), object, extensions))
 }
@@ -412,9 +442,18 @@ mod tests {
     }
 
     #[test]
+    fn a_reconcile_case_without_children_expects_none() {
+        let expect = json!({"outcome": "OK"});
+        let got = json!({"outcome": "OK", "message": "", "children": null});
+        assert_eq!(compare("Reconcile", got, &expect), Ok(()));
+        let got = json!({"outcome": "OK", "message": "", "children": []});
+        assert!(compare("Reconcile", got, &expect).is_err());
+    }
+
+    #[test]
     fn a_message_may_be_expected_in_part() {
         let expect = json!({"outcome": "FAILED", "message_contains": "boom"});
-        let got = json!({"outcome": "FAILED", "message": "ValueError: boom"});
+        let got = json!({"outcome": "FAILED", "message": "ValueError: boom", "children": null});
         assert_eq!(compare("Reconcile", got.clone(), &expect), Ok(()));
         let expect = json!({"outcome": "FAILED", "message": "boom"});
         assert!(

@@ -121,8 +121,23 @@ impl Plugin for Conformance {
             merged.insert("echo".into(), echo);
             status = Some(Value::Object(merged));
         }
+        if c.get("echoChildren").and_then(Value::as_bool) == Some(true) {
+            let observed: Vec<String> = request
+                .children()
+                .iter()
+                .map(|c| format!("{}/{}", c.kind(), c.name()))
+                .collect();
+            let mut merged = status
+                .and_then(|s| s.as_object().cloned())
+                .unwrap_or_default();
+            merged.insert("observedChildren".into(), json!(observed));
+            status = Some(Value::Object(merged));
+        }
         if let Some(status) = status {
             response = response.status(status);
+        }
+        if let Some(children) = c.get("children").and_then(Value::as_array) {
+            response = response.children(children.iter().cloned());
         }
         if let Some(ext_status) = c.get("extensionStatus") {
             for extension in request.extensions() {
@@ -275,7 +290,9 @@ fn info() -> PluginInfo {
         .offer(
             Offer::new(GROUP, "Widget", "Conformance")
                 .extension(GROUP, "WidgetExtensionA")
-                .extension(GROUP, "WidgetExtensionB"),
+                .extension(GROUP, "WidgetExtensionB")
+                .child("v1", "ConfigMap")
+                .child("apps/v1", "Deployment"),
         )
         .hook(
             Hook::new(
