@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -21,7 +22,8 @@ use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
 use crate::initial_list::InitialList;
 use crate::leader::{Elector, LeaderElection};
-use crate::reconcile::Settings;
+use crate::metrics::ReconcileMetrics;
+use crate::reconcile::{LastCalls, Settings};
 use crate::registry::{Registry, RegistryConfig};
 use crate::relist;
 use crate::target::Target;
@@ -29,8 +31,9 @@ use crate::target::Target;
 /// Everything [`run`] needs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The managed kind, `<group>/<version>/<Kind>`.
-    pub resource: String,
+    /// The managed kinds, each `<group>/<version>/<Kind>`: one controller
+    /// each, with one registry and one set of plugin connections.
+    pub resources: Vec<String>,
     /// Only this namespace (all when `None`).
     pub namespace: Option<String>,
     /// Registry settings (socket dir, TTL, deadlines, bounds).
@@ -64,7 +67,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            resource: String::new(),
+            resources: Vec::new(),
             namespace: None,
             registry: RegistryConfig::default(),
             settings: Settings::default(),
@@ -114,12 +117,17 @@ pub async fn run(
     if let Some(webhook) = &config.webhook {
         webhook.validate(config.registry.admission_call_timeout)?;
     }
-    let gvk = crate::target::parse(&config.resource)?;
-    let target = Target::discover(&client, &gvk).await?;
+    let targets = discover(&client, &config.resources).await?;
+    if config.webhook.is_some() && targets.len() > 1 {
+        return Err(crate::Error::Config(
+            "the admission webhooks serve one kind in this version; run them with one --resource, or without --webhook-addr".into(),
+        ));
+    }
     let mut config = config;
     config.initial_list = config.initial_list.resolve(&client).await;
+    let kinds: Vec<String> = targets.iter().map(Target::display).collect();
     tracing::info!(
-        kind = %target.display(),
+        kinds = %kinds.join(", "),
         namespace = config.namespace.as_deref().unwrap_or("(all)"),
         socket_dir = %config.registry.socket_dir.display(),
         initial_list = %config.initial_list,
@@ -132,21 +140,28 @@ pub async fn run(
         config.reporter.clone(),
         config.operator_pod.clone(),
     );
-    let delegate = Delegate::<DynamicObject>::builder_with(
-        client.clone(),
-        &registry,
-        target.api_resource.clone(),
-    )
-    .reporter(config.reporter.clone())
-    .metrics(&mut metrics)
-    .settings(config.settings.clone())
-    .extension_kinds(config.extension_kinds.clone())
-    .child_kinds(config.child_kinds.clone())
-    .namespace(config.namespace.clone())
-    .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
-    .initial_list(config.initial_list)
-    .build()
-    .await?;
+    let last_calls = Arc::new(LastCalls::default());
+    let reconcile_metrics = ReconcileMetrics::register(&mut metrics);
+    let mut delegates = Vec::with_capacity(targets.len());
+    for target in &targets {
+        let delegate = Delegate::<DynamicObject>::builder_with(
+            client.clone(),
+            &registry,
+            target.api_resource.clone(),
+        )
+        .reporter(config.reporter.clone())
+        .reconcile_metrics(reconcile_metrics.clone())
+        .last_calls(Arc::clone(&last_calls))
+        .settings(config.settings.clone())
+        .extension_kinds(config.extension_kinds.clone())
+        .child_kinds(config.child_kinds.clone())
+        .namespace(config.namespace.clone())
+        .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
+        .initial_list(config.initial_list)
+        .build()
+        .await?;
+        delegates.push(Arc::new(delegate));
+    }
     // Bound and registered before anything is served: a taken port, a bad
     // certificate or missing RBAC stops the operator with a clear error.
     let webhooks = match &config.webhook {
@@ -155,7 +170,7 @@ pub async fn run(
                 webhook,
                 admission::Parts {
                     client: &client,
-                    target: &target,
+                    target: &targets[0],
                     namespace: config.namespace.as_deref(),
                     registry: &registry,
                     settings: &config.settings,
@@ -190,7 +205,7 @@ pub async fn run(
         .as_ref()
         .map(tokio::net::TcpListener::local_addr)
     {
-        Some(Ok(addr)) => advert::publish(&client, addr, target.display()).await,
+        Some(Ok(addr)) => advert::publish(&client, addr, kinds.join(",")).await,
         _ => None,
     };
     let mut registry_task = tokio::spawn(registry.clone().serve_on(registry_socket, async move {
@@ -203,14 +218,13 @@ pub async fn run(
             listener,
             Arc::clone(&metrics),
             registry.clone(),
-            delegate.last_calls(),
+            Arc::clone(&last_calls),
             readiness.clone(),
             until_stopped(),
         ))
     });
     let term = Term {
-        delegate: Arc::new(delegate),
-        target,
+        kinds: delegates.into_iter().zip(targets).collect(),
         client: client.clone(),
         config: config.clone(),
         readiness: readiness.clone(),
@@ -248,7 +262,7 @@ pub async fn run(
         () = &mut shutdown => Ok(()),
         joined = &mut registry_task => match joined {
             Ok(result) => result,
-            Err(e) => Err(crate::Error::Resource { resource: config.resource.clone(), message: format!("registry task failed: {e}") }),
+            Err(e) => Err(crate::Error::Resource { resource: config.resources.join(","), message: format!("registry task failed: {e}") }),
         },
         () = &mut terms => Ok(()),
     };
@@ -287,20 +301,78 @@ pub async fn run(
     result
 }
 
-/// What one term as leader needs: the controller is built anew each time
+/// Finds each managed kind on the API server.
+///
+/// # Errors
+/// [`crate::Error::Resource`] for a malformed, unserved or repeated kind.
+async fn discover(
+    client: &kube::Client,
+    resources: &[String],
+) -> Result<Vec<Target>, crate::Error> {
+    if resources.is_empty() {
+        return Err(crate::Error::Resource {
+            resource: String::new(),
+            message: "no kind to manage; give --resource <group>/<version>/<Kind> at least once"
+                .into(),
+        });
+    }
+    let mut targets: Vec<Target> = Vec::with_capacity(resources.len());
+    for resource in resources {
+        let gvk = crate::target::parse(resource)?;
+        let target = Target::discover(client, &gvk).await?;
+        if targets
+            .iter()
+            .any(|t| t.group_kind() == target.group_kind())
+        {
+            return Err(crate::Error::Resource {
+                resource: resource.clone(),
+                message: "given twice; each kind is managed once".into(),
+            });
+        }
+        targets.push(target);
+    }
+    Ok(targets)
+}
+
+/// What one term as leader needs: the controllers are built anew each time
 /// (a fresh list, so a new leader reconciles every object once).
 struct Term {
-    delegate: Arc<Delegate<DynamicObject>>,
-    target: Target,
+    /// Each managed kind's delegate.
+    kinds: Vec<(Arc<Delegate<DynamicObject>>, Target)>,
     client: kube::Client,
     config: Config,
     readiness: Readiness,
 }
 
 impl Term {
-    /// Runs the controller until `stopped` (gracefully) or until dropped.
+    /// Runs a controller per kind until `stopped` (gracefully) or until
+    /// dropped. Ready once every kind's cache holds its first list.
     async fn run(&self, stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-        let target = &self.target;
+        let stopped = futures::FutureExt::shared(Box::pin(stopped));
+        let synced = Arc::new(AtomicUsize::new(0));
+        let controllers = self.kinds.iter().map(|(delegate, target)| {
+            let stopped = stopped.clone();
+            let synced = Arc::clone(&synced);
+            let all = self.kinds.len();
+            let readiness = self.readiness.clone();
+            let on_synced = move || {
+                if synced.fetch_add(1, Ordering::AcqRel) + 1 == all && readiness.set_ready() {
+                    tracing::info!("controller caches synced; ready");
+                }
+            };
+            self.run_kind(delegate, target, stopped, on_synced)
+        });
+        futures::future::join_all(controllers).await;
+    }
+
+    /// Runs the controller of one kind until `stopped`.
+    async fn run_kind(
+        &self,
+        delegate: &Arc<Delegate<DynamicObject>>,
+        target: &Target,
+        stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+        on_synced: impl Fn() + Send + Sync + 'static,
+    ) {
         let namespace = self
             .config
             .namespace
@@ -313,35 +385,35 @@ impl Term {
         // this process last wrote would otherwise not wake at all (the
         // chaos soak found 9 objects left waiting for a plugin that was
         // back, after a term lost while the API server restarted).
-        self.delegate.new_term();
+        delegate.new_term();
         let writer = Writer::new(target.api_resource.clone());
         let store = writer.as_reader();
         // Ready once the first list is in the cache. This is read off the
         // stream rather than from `store.wait_until_ready()`: that future
         // keeps only the waker of its last poller, and the controller polls
         // it too, so a second waiter is never woken (/readyz stayed 503).
-        let synced = self.readiness.clone();
+        let once = std::sync::Once::new();
         // Spec changes wake an object, and so does a change by anyone else
         // to the status the operator owns (crate::written); its own status
         // writes do not (they would loop).
-        let delegate = Arc::clone(&self.delegate);
+        let wants = Arc::clone(delegate);
         let objects = watcher(api, self.config.initial_list.watcher_config())
             .default_backoff()
             .reflect(writer);
         // A relist's wake-ups once the cache holds it (crate::relist).
         let objects = relist::after_the_swap(objects, store.clone(), target.api_resource.clone())
             .inspect(move |event| {
-                if matches!(event, Ok(watcher::Event::InitDone)) && synced.set_ready() {
-                    tracing::info!("controller cache synced; ready");
+                if matches!(event, Ok(watcher::Event::InitDone)) {
+                    once.call_once(&on_synced);
                 }
             })
             .applied_objects()
-            .try_filter(move |obj| std::future::ready(delegate.wants(obj)));
+            .try_filter(move |obj| std::future::ready(wants.wants(obj)));
         // A registry change (a plugin registered, became ready, went away)
-        // reconciles only the objects it concerns (crate::waiting). The
-        // stream stops following the registry when this term ends, however
-        // it ends.
-        let wakeups = self.delegate.wakeups(store.clone());
+        // reconciles only the objects it concerns (crate::waiting), and a
+        // child's change its base. The stream stops following them when
+        // this term ends, however it ends.
+        let wakeups = delegate.wakeups(store.clone());
         Controller::for_stream_with(objects, store, target.api_resource.clone())
             .with_config(kube::runtime::Config::default().concurrency(self.config.concurrency))
             .reconcile_on(wakeups)
@@ -349,7 +421,7 @@ impl Term {
             .run(
                 |obj, delegate| async move { delegate.reconcile(obj).await },
                 |obj, error, delegate| delegate.error_policy(obj, error),
-                Arc::clone(&self.delegate),
+                Arc::clone(delegate),
             )
             .for_each(|result| async move {
                 if let Err(error) = result {

@@ -53,21 +53,33 @@ fn heartbeat(capabilities: Vec<i32>) -> HeartbeatRequest {
         instance_id: "keeper-1".into(),
         protocol: "kplug.v1".into(),
         socket: "plugins/keeper.sock".into(),
-        offers: vec![Offer {
-            base: Some(GroupKind {
-                group: "myorg.org".into(),
-                kind: "DatabaseTable".into(),
-            }),
-            implementation: "Keeper".into(),
-            extensions: Vec::new(),
-            children: vec![
-                gvk("", "v1", "ConfigMap"),
-                gvk("", "v1", "Secret"),
-                gvk("", "v1", "Service"),
-                gvk("", "v1", "PersistentVolume"),
-                gvk("rbac.authorization.k8s.io", "v1", "Role"),
-            ],
-        }],
+        offers: vec![
+            Offer {
+                base: Some(GroupKind {
+                    group: "myorg.org".into(),
+                    kind: "DatabaseTable".into(),
+                }),
+                implementation: "Keeper".into(),
+                extensions: Vec::new(),
+                children: vec![
+                    gvk("", "v1", "ConfigMap"),
+                    gvk("", "v1", "Secret"),
+                    gvk("", "v1", "Service"),
+                    gvk("", "v1", "PersistentVolume"),
+                    gvk("rbac.authorization.k8s.io", "v1", "Role"),
+                ],
+            },
+            // A second kind, for an operator that manages both.
+            Offer {
+                base: Some(GroupKind {
+                    group: "example.com".into(),
+                    kind: "Greeting".into(),
+                }),
+                implementation: "Keeper".into(),
+                extensions: Vec::new(),
+                children: vec![gvk("", "v1", "ConfigMap")],
+            },
+        ],
         capabilities,
         hooks: Vec::new(),
         call_policies: Vec::new(),
@@ -681,4 +693,95 @@ async fn capabilities_are_negotiated_both_ways() {
         answer.reason
     );
     w.until_refused("UnsupportedCapability", T).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_serves_two_kinds_and_keeps_their_children_apart() {
+    kplug_testenv::install_crd_yaml(&kplug_testenv::client().await, GREETING.crds)
+        .await
+        .unwrap();
+    let w = world(
+        "two-kinds",
+        &[
+            "--resource",
+            GREETING.resource,
+            "--child-kinds",
+            "v1/ConfigMap",
+        ],
+    )
+    .await;
+    keeper(&w).await;
+    w.create_table(
+        "table",
+        "Keeper",
+        desiring(&[config_map("of-the-table", json!({"k": "table"}))]),
+        false,
+    )
+    .await;
+    w.create(
+        &greeting_resource(),
+        json!({"apiVersion": "example.com/v1", "kind": "Greeting",
+               "metadata": {"name": "greeting", "annotations": desiring(&[config_map("of-the-greeting", json!({"k": "greeting"}))])},
+               "spec": {"preferredImplementation": "Keeper"}}),
+    )
+    .await;
+    w.ready_on("table", "Keeper", T).await;
+    let greeting = w
+        .until(
+            &greeting_resource(),
+            "greeting",
+            "the Greeting is Ready",
+            T,
+            |g| expect_condition(g, "Ready", "True", "Reconciled"),
+        )
+        .await;
+    let table_cm = config_map_until(
+        &w,
+        "of-the-table",
+        "the table's child",
+        data_is("k", "table"),
+    )
+    .await;
+    let greeting_cm = config_map_until(
+        &w,
+        "of-the-greeting",
+        "the greeting's child",
+        data_is("k", "greeting"),
+    )
+    .await;
+    let owner = |cm: &ConfigMap| {
+        cm.metadata.owner_references.as_ref().unwrap()[0]
+            .kind
+            .clone()
+    };
+    assert_eq!(owner(&table_cm), "DatabaseTable");
+    assert_eq!(owner(&greeting_cm), "Greeting");
+    assert_eq!(
+        greeting_cm.labels().get("kplug.io/base-uid"),
+        greeting.uid().as_ref()
+    );
+    // Each kind's children are its own: pruning the greeting's leaves the
+    // table's.
+    w.api(&greeting_resource())
+        .patch(
+            "greeting",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": desiring(&[])}, "spec": {"salutation": "again"}})),
+        )
+        .await
+        .unwrap();
+    kplug_testenv::eventually("the greeting's child is pruned", T, || async {
+        match config_maps(&w).get_opt("of-the-greeting").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        config_maps(&w)
+            .get_opt("of-the-table")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

@@ -123,6 +123,7 @@ impl Children {
     /// cluster-scoped.
     pub(crate) async fn discover(
         client: &kube::Client,
+        base: &ApiResource,
         allowed: ChildKinds,
         namespace: Option<String>,
     ) -> Result<Self, crate::Error> {
@@ -148,7 +149,7 @@ impl Children {
             allowed,
             watched,
             scopes: Mutex::default(),
-            observed: Arc::default(),
+            observed: Arc::new(Observed::new(&base.group, &base.kind)),
         })
     }
 

@@ -28,9 +28,12 @@ const MAX_OWN_WRITES: usize = 10_000;
 /// A child as the watch last saw it.
 pub(crate) type Child = Arc<DynamicObject>;
 
-/// The children of every base, by base UID, then by identity.
+/// The children of every base of one kind, by base UID, then by identity.
 #[derive(Debug, Default)]
 pub(crate) struct Observed {
+    /// The base kind, `(group, kind)`: children of other kinds' objects
+    /// are another controller's.
+    base: (String, String),
     by_base: Mutex<HashMap<String, BTreeMap<ChildKey, Child>>>,
     /// Writes of this process, by child UID and resourceVersion (or
     /// deletions, with none): their watch events wake no base (the write
@@ -39,6 +42,14 @@ pub(crate) struct Observed {
 }
 
 impl Observed {
+    /// The children of the objects of the base kind `group`/`kind`.
+    pub(crate) fn new(group: &str, kind: &str) -> Self {
+        Self {
+            base: (group.to_owned(), kind.to_owned()),
+            ..Self::default()
+        }
+    }
+
     /// The children of the base with `uid`.
     pub(crate) fn of(&self, uid: &str) -> BTreeMap<ChildKey, Child> {
         self.lock().get(uid).cloned().unwrap_or_default()
@@ -78,7 +89,7 @@ impl Observed {
     /// Stores `obj` (of kind `ar`); returns the UID of its base, if it is
     /// one's child.
     fn apply(&self, ar: &ApiResource, obj: DynamicObject) -> Option<String> {
-        let (base, key) = identity(ar, &obj)?;
+        let (base, key) = identity(&self.base, ar, &obj)?;
         let obj = Arc::new(trimmed(obj));
         let mut by_base = self.lock();
         by_base.entry(base.clone()).or_default().insert(key, obj);
@@ -86,7 +97,7 @@ impl Observed {
     }
 
     fn delete(&self, ar: &ApiResource, obj: &DynamicObject) -> Option<String> {
-        let (base, key) = identity(ar, obj)?;
+        let (base, key) = identity(&self.base, ar, obj)?;
         let mut by_base = self.lock();
         if let Some(children) = by_base.get_mut(&base) {
             children.remove(&key);
@@ -105,7 +116,7 @@ impl Observed {
         }
         by_base.retain(|_, children| !children.is_empty());
         for obj in listed {
-            if let Some((base, key)) = identity(ar, &obj) {
+            if let Some((base, key)) = identity(&self.base, ar, &obj) {
                 by_base
                     .entry(base)
                     .or_default()
@@ -115,15 +126,24 @@ impl Observed {
     }
 }
 
-/// The base UID and identity of `obj`, when it is a base's child: its
-/// label and its controller owner reference agree.
-fn identity(ar: &ApiResource, obj: &DynamicObject) -> Option<(String, ChildKey)> {
+/// The base UID and identity of `obj`, when it is the child of an object
+/// of kind `base_kind`: its label and its controller owner reference agree.
+fn identity(
+    base_kind: &(String, String),
+    ar: &ApiResource,
+    obj: &DynamicObject,
+) -> Option<(String, ChildKey)> {
     let base = obj.labels().get(BASE_UID_LABEL)?;
     let controller = obj
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true))?;
-    (controller.uid == *base).then(|| {
+    let group = controller
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group);
+    let of_kind = controller.kind == base_kind.1 && group == base_kind.0;
+    (of_kind && controller.uid == *base).then(|| {
         (
             base.clone(),
             ChildKey {
@@ -188,7 +208,11 @@ pub(crate) async fn watch_kind(
                 // A relist wakes every base whose children it holds: one
                 // may have changed while the watch was down.
                 let listed = std::mem::take(&mut listing);
-                let wakes: Vec<Wake> = listed.iter().filter_map(wake_for).collect();
+                let wakes: Vec<Wake> = listed
+                    .iter()
+                    .filter(|o| identity(&observed.base, &ar, o).is_some())
+                    .filter_map(wake_for)
+                    .collect();
                 observed.replace(&ar, listed);
                 synced.send_replace(true);
                 for w in wakes {
@@ -256,13 +280,16 @@ mod tests {
     #[test]
     fn only_a_controlled_child_counts_and_a_relist_replaces_its_kind() {
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let observed = Observed::default();
+        let observed = Observed::new("x", "Base");
         assert_eq!(
             observed.apply(&ar, child("a", "b1", "b1")),
             Some("b1".into())
         );
         // A label that names a base whose controller reference it lacks.
         assert_eq!(observed.apply(&ar, child("forged", "b1", "other")), None);
+        // Another kind's child.
+        let other_kind = Observed::new("y", "Base");
+        assert_eq!(other_kind.apply(&ar, child("a", "b1", "b1")), None);
         assert_eq!(observed.of("b1").len(), 1);
         observed.replace(&ar, vec![child("c", "b1", "b1")]);
         let names: Vec<String> = observed.of("b1").keys().map(|k| k.name.clone()).collect();
@@ -273,7 +300,7 @@ mod tests {
 
     #[test]
     fn an_own_write_is_recognised_once() {
-        let observed = Observed::default();
+        let observed = Observed::new("x", "Base");
         let mut obj = child("a", "b1", "b1");
         obj.metadata.resource_version = Some("7".into());
         observed.note_own("uid-a".into(), Some("7".into()));

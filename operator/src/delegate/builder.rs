@@ -18,7 +18,7 @@ use crate::events::Events;
 use crate::extensions::{AllowList, Extensions};
 use crate::initial_list::InitialList;
 use crate::metrics::ReconcileMetrics;
-use crate::reconcile::{Core, HookQueue, Live, Settings};
+use crate::reconcile::{Core, HookQueue, LastCalls, Live, Settings};
 use crate::registry::Registry;
 use crate::share::Shares;
 use crate::target::Target;
@@ -37,6 +37,7 @@ pub struct DelegateBuilder<K: Resource> {
     max_reconciles_per_plugin: u16,
     initial_list: InitialList,
     child_kinds: ChildKinds,
+    last_calls: Option<Arc<LastCalls>>,
 }
 
 impl<K> DelegateBuilder<K>
@@ -59,7 +60,15 @@ where
             max_reconciles_per_plugin: 6,
             initial_list: InitialList::Auto,
             child_kinds: ChildKinds::default(),
+            last_calls: None,
         }
+    }
+
+    /// Where the last plugin call of each object is kept (`/calls`,
+    /// `kubectl kplug why`): one place for every kind of a process.
+    pub(crate) fn last_calls(mut self, last_calls: Arc<LastCalls>) -> Self {
+        self.last_calls = Some(last_calls);
+        self
     }
 
     /// The kinds of children plugins may have applied (none by default):
@@ -90,6 +99,12 @@ where
     /// `kplug_extension_watches`) in `registry`.
     pub fn metrics(mut self, registry: &mut prometheus_client::registry::Registry) -> Self {
         self.metrics = Some(ReconcileMetrics::register(registry));
+        self
+    }
+
+    /// The metrics of every kind of a process, registered once.
+    pub(crate) fn reconcile_metrics(mut self, metrics: ReconcileMetrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -138,8 +153,13 @@ where
         let children = if self.child_kinds.is_empty() {
             None
         } else {
-            let children =
-                Children::discover(&self.client, self.child_kinds, self.namespace.clone()).await?;
+            let children = Children::discover(
+                &self.client,
+                &target.api_resource,
+                self.child_kinds,
+                self.namespace.clone(),
+            )
+            .await?;
             Some(Arc::new(children))
         };
         // Without a registry the metrics are kept but exported nowhere.
@@ -176,7 +196,7 @@ where
             waiting: Arc::default(),
             shares: Shares::new(self.max_reconciles_per_plugin.into(), wake.clone()),
             written: Arc::default(),
-            last_calls: Arc::default(),
+            last_calls: self.last_calls.unwrap_or_default(),
             recent: Arc::default(),
             hook_queue,
             children,

@@ -154,13 +154,14 @@ where
         };
         {
             let store = store.clone();
-            core.metrics.count_objects_with(move || {
-                let mut counts = ReadyCounts::default();
-                for obj in store.state() {
-                    counts.add(ready_status(obj.as_ref()).as_deref());
-                }
-                counts
-            });
+            core.metrics
+                .count_objects_with(&core.target.display(), move || {
+                    let mut counts = ReadyCounts::default();
+                    for obj in store.state() {
+                        counts.add(ready_status(obj.as_ref()).as_deref());
+                    }
+                    counts
+                });
         }
         let follower = tokio::spawn(wake_on_changes(Wakeups {
             registry: self.registry.clone(),
@@ -203,11 +204,6 @@ where
                 Some((object, (guard, woken, dyntype)))
             },
         )
-    }
-
-    /// The last plugin call of each object, for the binary's `/calls`.
-    pub(crate) fn last_calls(&self) -> Arc<crate::reconcile::LastCalls> {
-        Arc::clone(&self.core.last_calls)
     }
 
     /// Forgets what the last term knew: a new leader reconciles every

@@ -311,7 +311,8 @@ impl Extensions {
                 )
             })
             .clone();
-        self.metrics.set_extension_watches(watches.len());
+        self.metrics
+            .set_extension_watches(&self.base.kind, watches.len());
         Ok(watch)
     }
 

@@ -78,7 +78,7 @@ mod tests {
         let _in_flight = plugins.in_flight("p");
         let reconciles = ReconcileMetrics::register(&mut registry);
         reconciles.count_reconcile("ok", "p");
-        reconciles.count_objects_with(ReadyCounts::default);
+        reconciles.count_objects_with("Widget", ReadyCounts::default);
         reconciles.hooks().count(
             HookId {
                 plugin: "p",

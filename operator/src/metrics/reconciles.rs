@@ -1,6 +1,7 @@
 //! The reconciles' metrics ([`ReconcileMetrics`]).
 
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -49,25 +50,44 @@ impl ReadyCounts {
 type CountObjects = Arc<dyn Fn() -> ReadyCounts + Send + Sync>;
 
 /// `kplug_objects`, computed at each scrape, so that it is what the objects
-/// say (whoever wrote it) and never drifts from deleted objects.
+/// say (whoever wrote it) and never drifts from deleted objects: the sum
+/// over the caches of every kind the process manages, one source per kind.
 #[derive(Clone, Default)]
-struct Objects(Arc<OnceLock<CountObjects>>);
+struct Objects(Arc<Mutex<BTreeMap<String, CountObjects>>>);
 
 impl std::fmt::Debug for Objects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Objects")
-            .field("source", &self.0.get().map(|_| "cache"))
-            .finish()
+        let kinds: Vec<String> = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        f.debug_struct("Objects").field("kinds", &kinds).finish()
     }
 }
 
 impl Collector for Objects {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let sources: Vec<CountObjects> = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
         // Before a controller runs, there is nothing to say (not zero).
-        let Some(count) = self.0.get() else {
+        if sources.is_empty() {
             return Ok(());
-        };
-        let counts = count();
+        }
+        let mut counts = ReadyCounts::default();
+        for count in sources {
+            let more = count();
+            counts.ready += more.ready;
+            counts.not_ready += more.not_ready;
+            counts.unknown += more.unknown;
+        }
         let family = Family::<ReadyLabels, Gauge>::default();
         for (ready, n) in [
             ("true", counts.ready),
@@ -93,6 +113,7 @@ impl Collector for Objects {
 pub(crate) struct ReconcileMetrics {
     reconciles: Family<OutcomeLabels, Counter>,
     extension_watches: Gauge,
+    extension_watches_by_kind: Arc<Mutex<BTreeMap<String, usize>>>,
     objects: Objects,
     hooks: HookMetrics,
 }
@@ -133,19 +154,32 @@ impl ReconcileMetrics {
             .inc();
     }
 
-    /// Sets the number of extension kinds watched.
-    pub(crate) fn set_extension_watches(&self, n: usize) {
+    /// Sets the number of extension kinds watched for the base `kind`
+    /// (the gauge is the sum over the kinds of the process).
+    pub(crate) fn set_extension_watches(&self, kind: &str, n: usize) {
+        let mut watches = self
+            .extension_watches_by_kind
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        watches.insert(kind.to_owned(), n);
+        let total: usize = watches.values().sum();
         self.extension_watches
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
+            .set(i64::try_from(total).unwrap_or(i64::MAX));
     }
 
-    /// Reads `kplug_objects` from `count` at each scrape. The first call
-    /// wins: one delegate, one cache.
+    /// Reads the objects of `kind` for `kplug_objects` from `count` at each
+    /// scrape. The first call per kind wins: one delegate, one cache.
     pub(crate) fn count_objects_with(
         &self,
+        kind: &str,
         count: impl Fn() -> ReadyCounts + Send + Sync + 'static,
     ) {
-        let _ = self.objects.0.set(Arc::new(count));
+        self.objects
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(kind.to_owned())
+            .or_insert_with(|| Arc::new(count));
     }
 }
 
@@ -178,7 +212,7 @@ mod tests {
         assert!(!encode(&registry).contains("kplug_objects"));
         let objects = Arc::new(std::sync::Mutex::new(vec![Some("True"), None]));
         let seen = Arc::clone(&objects);
-        m.count_objects_with(move || {
+        m.count_objects_with("Table", move || {
             let mut counts = ReadyCounts::default();
             for status in seen.lock().unwrap().iter() {
                 counts.add(*status);

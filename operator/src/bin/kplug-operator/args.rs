@@ -15,7 +15,7 @@ use kplug_operator::{
 };
 use kube::runtime::events::Reporter;
 
-/// Delegates the reconciliation of one custom resource kind to plugins
+/// Delegates the reconciliation of custom resource kinds to plugins
 /// running as sidecar containers next to this operator.
 ///
 /// Plugins register by heartbeat on <socket-dir>/registry.sock and serve
@@ -32,10 +32,13 @@ use kube::runtime::events::Reporter;
 #[derive(Debug, Parser)]
 #[command(name = "kplug-operator", version, verbatim_doc_comment)]
 pub(crate) struct Args {
-    /// The kind to manage, as <group>/<version>/<Kind>
-    /// (e.g. myorg.org/v1alpha1/DatabaseTable)
-    #[arg(long, env = "KPLUG_RESOURCE")]
-    resource: String,
+    /// A kind to manage, as <group>/<version>/<Kind> (e.g.
+    /// myorg.org/v1alpha1/DatabaseTable; v1/ConfigMap for the core group).
+    /// Repeat it to manage several kinds in one process, with one registry
+    /// and one set of plugin connections: a plugin offers implementations
+    /// per kind
+    #[arg(long, env = "KPLUG_RESOURCE", value_delimiter = ',', required = true)]
+    resource: Vec<String>,
 
     /// Directory shared with the plugin containers (an emptyDir)
     #[arg(long, env = kplug_proto::SOCKET_DIR_ENV, default_value = kplug_proto::DEFAULT_SOCKET_DIR)]
@@ -422,7 +425,8 @@ impl Args {
     ) -> kplug_operator::Config {
         let leader_election = self.leader_election.then(|| {
             // <group>/<version>/<Kind>; a malformed one is reported by run().
-            let mut parts = self.resource.rsplit('/');
+            let first = self.resource.first().cloned().unwrap_or_default();
+            let mut parts = first.rsplit('/');
             let (kind, group) = (parts.next(), parts.nth(1));
             LeaderElection {
                 lease_name: self.lease_name.clone().unwrap_or_else(|| match kind {
@@ -455,7 +459,7 @@ impl Args {
         });
         kplug_operator::Config {
             webhook,
-            resource: self.resource,
+            resources: self.resource,
             namespace: self.namespace,
             registry: RegistryConfig {
                 socket_dir: self.socket_dir,
