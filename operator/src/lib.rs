@@ -96,7 +96,7 @@ mod waiting;
 mod written;
 
 pub use admission::{ClientConfig, FailurePolicy, NoPlugin, WebhookConfig};
-pub use children::{BASE_UID_LABEL, ChildKind, ChildKinds, PLUGIN_LABEL};
+pub use children::{BASE_UID_LABEL, ChildKind, ChildKinds, Mutators, PLUGIN_LABEL};
 pub use delegate::{Delegate, DelegateBuilder};
 pub use extensions::AllowList;
 pub use initial_list::InitialList;

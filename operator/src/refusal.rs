@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use kplug_proto::limits;
 use kplug_proto::rules::{NameError, validate_plugin_name};
-use kplug_proto::v1::{Call, CallPolicy, Capability, HeartbeatRequest, Hook, Offer};
+use kplug_proto::v1::{Call, CallPolicy, Capability, HeartbeatRequest, Hook, Mutation, Offer};
 
 use crate::ownership::{Impostor, WrongUid};
 use crate::plugin::CallError;
@@ -150,6 +150,7 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
     check_sizes(&req.name, &req.version, "", &req.offers)?;
     check_declarations(&req.name, &req.hooks, &req.call_policies)?;
     check_capabilities(&req.name, &req.capabilities, &req.offers)?;
+    check_mutations(&req.name, &req.capabilities, &req.mutations)?;
     if req.protocol != kplug_proto::PROTOCOL {
         return Err(Refusal::Protocol {
             name: req.name.clone(),
@@ -162,13 +163,14 @@ pub(crate) fn check_heartbeat(req: &HeartbeatRequest) -> Result<(), Refusal> {
 
 /// The capabilities this operator supports, in the order of the proto: its
 /// answer to every heartbeat lists them (`HeartbeatResponse.capabilities`).
-pub(crate) const SUPPORTED: [Capability; 6] = [
+pub(crate) const SUPPORTED: [Capability; 7] = [
     Capability::Reconcile,
     Capability::Finalize,
     Capability::Validate,
     Capability::Default,
     Capability::Hooks,
     Capability::Children,
+    Capability::Mutate,
 ];
 
 /// Refuses a plugin that declares a capability this operator does not
@@ -216,6 +218,42 @@ pub(crate) fn check_capabilities(
             "its offer {} declares child kinds without CAPABILITY_CHILDREN; declare the capability too",
             offer.implementation
         )));
+    }
+    Ok(())
+}
+
+/// The kinds a plugin declares it patches: each named, at most
+/// [`limits::MAX_MUTATIONS`], and only with `CAPABILITY_MUTATE`.
+pub(crate) fn check_mutations(
+    name: &str,
+    capabilities: &[i32],
+    mutations: &[Mutation],
+) -> Result<(), Refusal> {
+    let refuse = |problem: String| Refusal::Capability {
+        name: name.to_owned(),
+        problem,
+    };
+    if mutations.len() > limits::MAX_MUTATIONS {
+        return Err(Refusal::TooLarge {
+            name: name.to_owned(),
+            field: "mutations",
+            got: mutations.len(),
+            max: limits::MAX_MUTATIONS,
+        });
+    }
+    if mutations.iter().any(|m| {
+        m.kind
+            .as_ref()
+            .is_none_or(|k| k.kind.is_empty() || k.version.is_empty())
+    }) {
+        return Err(refuse(
+            "a mutation names no kind; each names the group, version and kind it patches".into(),
+        ));
+    }
+    if !mutations.is_empty() && !capabilities.contains(&(Capability::Mutate as i32)) {
+        return Err(refuse(
+            "it declares mutations without CAPABILITY_MUTATE; declare the capability too".into(),
+        ));
     }
     Ok(())
 }
@@ -609,18 +647,13 @@ mod tests {
         };
         let all: Vec<i32> = SUPPORTED.iter().map(|c| *c as i32).collect();
         check_heartbeat(&with(all, vec![])).unwrap();
-        let (reason, message) = refused(&with(vec![Capability::Mutate as i32], vec![]));
+        let (reason, message) = refused(&with(vec![99], vec![]));
         assert_eq!(reason, "UnsupportedCapability");
-        assert!(
-            message.contains("CAPABILITY_MUTATE, which this operator does not support yet"),
-            "{message}"
-        );
-        assert!(message.contains("CAPABILITY_CHILDREN"), "{message}");
-        let (_, message) = refused(&with(vec![99], vec![]));
         assert!(
             message.contains("capability 99, which this operator does not know"),
             "{message}"
         );
+        assert!(message.contains("CAPABILITY_MUTATE"), "{message}");
         let offer = Offer {
             implementation: "pg".into(),
             children: vec![kplug_proto::v1::GroupVersionKind {

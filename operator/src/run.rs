@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::admission::{self, WebhookConfig};
 use crate::advert;
-use crate::children::ChildKinds;
+use crate::children::{ChildKinds, Mutators};
 use crate::delegate::Delegate;
 use crate::extensions::AllowList;
 use crate::http::{self, Readiness};
@@ -58,6 +58,8 @@ pub struct Config {
     pub extension_kinds: AllowList,
     /// The kinds of children plugins may have applied (none by default).
     pub child_kinds: ChildKinds,
+    /// Which plugins patch which child kinds, in order (none by default).
+    pub mutators: Mutators,
     /// Serve the admission webhooks (none: off).
     pub webhook: Option<WebhookConfig>,
     /// How the watches fill their caches (crate::initial_list).
@@ -79,6 +81,7 @@ impl Default for Config {
             leader_election: None,
             extension_kinds: AllowList::default(),
             child_kinds: ChildKinds::default(),
+            mutators: Mutators::default(),
             webhook: None,
             initial_list: InitialList::Auto,
         }
@@ -155,6 +158,7 @@ pub async fn run(
         .settings(config.settings.clone())
         .extension_kinds(config.extension_kinds.clone())
         .child_kinds(config.child_kinds.clone())
+        .mutators(config.mutators.clone())
         .namespace(config.namespace.clone())
         .max_reconciles_per_plugin(config.max_reconciles_per_plugin)
         .initial_list(config.initial_list)

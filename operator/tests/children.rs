@@ -652,11 +652,12 @@ async fn capabilities_are_negotiated_both_ways() {
     let mut registry = RegistryClient::new(kplug_proto::socket::channel(
         &w.sockets.path().join("registry.sock"),
     ));
-    // Refused before anything is dialled: the plugin declares Mutate.
-    let mut with_mutate = capabilities();
-    with_mutate.push(Capability::Mutate as i32);
+    // Refused before anything is dialled: the plugin declares a
+    // capability from the future.
+    let mut from_the_future = capabilities();
+    from_the_future.push(99);
     let answer = registry
-        .heartbeat(heartbeat(with_mutate))
+        .heartbeat(heartbeat(from_the_future))
         .await
         .unwrap()
         .into_inner();
@@ -664,7 +665,7 @@ async fn capabilities_are_negotiated_both_ways() {
     assert!(
         answer
             .reason
-            .contains("CAPABILITY_MUTATE, which this operator does not support yet"),
+            .contains("capability 99, which this operator does not know"),
         "{}",
         answer.reason
     );
@@ -675,8 +676,24 @@ async fn capabilities_are_negotiated_both_ways() {
         .filter_map(|c| Capability::try_from(*c).ok())
         .collect();
     assert!(
-        supported.contains(&Capability::Children) && !supported.contains(&Capability::Mutate),
+        supported.contains(&Capability::Children) && supported.contains(&Capability::Mutate),
         "{supported:?}"
+    );
+    // Mutations without the capability.
+    let mut mutations_only = backup_heartbeat();
+    mutations_only.capabilities = vec![Capability::Reconcile as i32];
+    let answer = registry
+        .heartbeat(mutations_only)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        !answer.accepted
+            && answer
+                .reason
+                .contains("mutations without CAPABILITY_MUTATE"),
+        "{}",
+        answer.reason
     );
     // Child kinds without the capability.
     let answer = registry
@@ -783,5 +800,235 @@ async fn one_process_serves_two_kinds_and_keeps_their_children_apart() {
             .await
             .unwrap()
             .is_some()
+    );
+}
+
+/// A proto-only mutator: patches every ConfigMap it is sent with the
+/// annotation `backup.example/enabled`, or, when the child's own
+/// annotation `kplug.test/mutate` is `outside`, with a patch of its name.
+struct Backup;
+
+fn backup_heartbeat() -> HeartbeatRequest {
+    HeartbeatRequest {
+        name: "backup".into(),
+        version: "0.0.1".into(),
+        instance_id: "backup-1".into(),
+        protocol: "kplug.v1".into(),
+        socket: "plugins/backup.sock".into(),
+        offers: Vec::new(),
+        capabilities: vec![Capability::Mutate as i32],
+        hooks: Vec::new(),
+        call_policies: Vec::new(),
+        mutations: vec![Mutation {
+            kind: Some(gvk("", "v1", "ConfigMap")),
+        }],
+    }
+}
+
+#[tonic::async_trait]
+impl Plugin for Backup {
+    async fn get_info(
+        &self,
+        _: tonic::Request<GetInfoRequest>,
+    ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
+        let hb = backup_heartbeat();
+        Ok(tonic::Response::new(GetInfoResponse {
+            name: hb.name,
+            version: hb.version,
+            protocol: hb.protocol,
+            offers: hb.offers,
+            capabilities: hb.capabilities,
+            description: "annotates ConfigMaps".into(),
+            hooks: Vec::new(),
+            call_policies: Vec::new(),
+            mutations: hb.mutations,
+        }))
+    }
+
+    async fn probe(
+        &self,
+        _: tonic::Request<ProbeRequest>,
+    ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
+        Ok(tonic::Response::new(ProbeResponse {
+            ready: true,
+            message: String::new(),
+        }))
+    }
+
+    async fn reconcile(
+        &self,
+        _: tonic::Request<ReconcileRequest>,
+    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Reconcile"))
+    }
+
+    async fn finalize(
+        &self,
+        _: tonic::Request<FinalizeRequest>,
+    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Finalize"))
+    }
+
+    async fn validate(
+        &self,
+        _: tonic::Request<ValidateRequest>,
+    ) -> Result<tonic::Response<ValidateResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Validate"))
+    }
+
+    async fn default(
+        &self,
+        _: tonic::Request<DefaultRequest>,
+    ) -> Result<tonic::Response<DefaultResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Default"))
+    }
+
+    async fn hook(
+        &self,
+        _: tonic::Request<HookRequest>,
+    ) -> Result<tonic::Response<HookResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("Hook"))
+    }
+
+    async fn mutate(
+        &self,
+        request: tonic::Request<MutateRequest>,
+    ) -> Result<tonic::Response<MutateResponse>, tonic::Status> {
+        let object: Value = serde_json::from_slice(&request.into_inner().object).unwrap();
+        let patch = if object["metadata"]["annotations"]["kplug.test/mutate"] == "outside" {
+            json!([{"op": "replace", "path": "/metadata/name", "value": "elsewhere"}])
+        } else {
+            json!([{"op": "add", "path": "/metadata/annotations/backup.example~1enabled", "value": "true"}])
+        };
+        Ok(tonic::Response::new(MutateResponse {
+            patch: serde_json::to_vec(&patch).unwrap(),
+            warnings: Vec::new(),
+        }))
+    }
+}
+
+/// Serves the mutator and heartbeats for it until the returned tasks are
+/// aborted.
+async fn backup(w: &World) -> Vec<tokio::task::JoinHandle<()>> {
+    let socket = w.sockets.path().join("plugins/backup.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = kplug_proto::socket::bind(&socket).await.unwrap();
+    let server = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(PluginServer::new(Backup))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+            .await;
+    });
+    let registry_socket = w.sockets.path().join("registry.sock");
+    let heartbeats = tokio::spawn(async move {
+        let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
+        loop {
+            let _ = registry.heartbeat(backup_heartbeat()).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    w.until_plugin_up("backup", T).await;
+    vec![server, heartbeats]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
+    let w = world(
+        "mutate",
+        &[
+            "--child-kinds",
+            "v1/ConfigMap",
+            "--mutators",
+            "backup=v1/ConfigMap",
+        ],
+    )
+    .await;
+    keeper(&w).await;
+    // The mutator is not there yet: the child waits for it, and the base
+    // names it.
+    w.create_table(
+        "m",
+        "Keeper",
+        desiring(&[config_map("m-settings", json!({"a": "1"}))]),
+        false,
+    )
+    .await;
+    let held = w
+        .table_until("m", "the child waits for the mutator", T, |t| {
+            expect_condition(t, "Ready", "False", "WaitingForMutator")
+        })
+        .await;
+    let (_, _, message) = condition(&held, "Reconciled").unwrap();
+    assert!(
+        message.contains("mutator backup") && message.contains("ConfigMap m-settings"),
+        "{message}"
+    );
+    assert!(
+        config_maps(&w)
+            .get_opt("m-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // It comes: the child is applied with its patch.
+    let _backup = backup(&w).await;
+    let cm = config_map_until(
+        &w,
+        "m-settings",
+        "the mutated child is applied",
+        |cm| match cm
+            .annotations()
+            .get("backup.example/enabled")
+            .map(String::as_str)
+        {
+            Some("true") => Ok(()),
+            other => Err(format!("backup annotation is {other:?}")),
+        },
+    )
+    .await;
+    w.ready_on("m", "Keeper", T).await;
+
+    // A second reconcile with nothing changed writes nothing to the child.
+    set_children(&w, "m", &[config_map("m-settings", json!({"a": "1"}))]).await;
+    let generation = w.tables().get("m").await.unwrap().metadata.generation;
+    w.table_until("m", "the edit is reconciled", T, |t| {
+        match t
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64)
+        {
+            Some(seen) if Some(seen) == generation => Ok(()),
+            seen => Err(format!("observedGeneration {seen:?}, want {generation:?}")),
+        }
+    })
+    .await;
+    let again = config_maps(&w).get("m-settings").await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        cm.metadata.resource_version
+    );
+
+    // A patch outside the allowed paths is refused, and the base says so.
+    let outside = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "m-outside", "annotations": {"kplug.test/mutate": "outside"}}, "data": {}});
+    w.create_table("outside", "Keeper", desiring(&[outside]), false)
+        .await;
+    let refused = w
+        .table_until("outside", "the patch is refused", T, |t| {
+            expect_condition(t, "Ready", "False", "ChildRefused")
+        })
+        .await;
+    let (_, _, message) = condition(&refused, "Reconciled").unwrap();
+    assert!(
+        message.contains("mutator backup") && message.contains("/metadata/name"),
+        "{message}"
+    );
+    assert!(
+        config_maps(&w)
+            .get_opt("m-outside")
+            .await
+            .unwrap()
+            .is_none()
     );
 }

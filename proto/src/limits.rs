@@ -102,6 +102,8 @@ pub const MAX_CHILDREN: usize = 32;
 /// refused. Well below etcd's 1.5 MiB per object, and enough for any
 /// Deployment or ConfigMap a plugin should desire.
 pub const MAX_CHILD_BYTES: usize = 256 * 1024;
+/// Kinds one plugin may declare it patches (`GetInfoResponse.mutations`).
+pub const MAX_MUTATIONS: usize = 16;
 /// Child kinds one offer may declare (`Offer.children`).
 pub const MAX_CHILD_KINDS_PER_OFFER: usize = 16;
 /// The observed children sent in one request (`ReconcileRequest.children`),

@@ -17,6 +17,8 @@
 //!    as its controller and the labels [`BASE_UID_LABEL`] and
 //!    [`PLUGIN_LABEL`]; on OK, the children no longer desired are deleted.
 //! 4. A change to a child by anyone but this process wakes its base.
+//!    Children of a kind `--mutators` names pass through those plugins'
+//!    `Mutate` first, in the flag's order ([`mutate`]).
 //! 5. When the base's clean-up is done, [`Children::delete_all`] deletes
 //!    what is left before the finalizer goes.
 //!
@@ -40,10 +42,12 @@
 
 mod allow;
 mod drift;
+mod mutate;
 mod observed;
 mod sync;
 
 pub use allow::{ChildKind, ChildKinds};
+pub use mutate::Mutators;
 pub(crate) use observed::Wake;
 pub(crate) use sync::{ChildState, Sync};
 
@@ -57,6 +61,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{Scope as KubeScope, pinned_kind};
 use tokio::sync::{mpsc, watch};
 
+use crate::registry::Registry;
 use crate::status::ChildKey;
 use observed::Observed;
 
@@ -104,6 +109,10 @@ pub(crate) struct Children {
     /// Kinds looked up for a refusal's reason or a sweep.
     scopes: Mutex<HashMap<(String, String, String), Scope>>,
     observed: Arc<Observed>,
+    /// Who patches which child kinds, in order (`--mutators`).
+    mutators: Mutators,
+    /// Where the mutators are.
+    registry: Registry,
 }
 
 impl std::fmt::Debug for Children {
@@ -125,6 +134,7 @@ impl Children {
         client: &kube::Client,
         base: &ApiResource,
         allowed: ChildKinds,
+        (mutators, registry): (Mutators, Registry),
         namespace: Option<String>,
     ) -> Result<Self, crate::Error> {
         let mut watched = HashMap::new();
@@ -150,6 +160,8 @@ impl Children {
             watched,
             scopes: Mutex::default(),
             observed: Arc::new(Observed::new(&base.group, &base.kind)),
+            mutators,
+            registry,
         })
     }
 

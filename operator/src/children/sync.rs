@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::drift::{INTENT_HASH, covers, intent_hash};
+use super::mutate::{Mutated, Mutation, mutate};
 use super::observed::Child;
 use super::{BASE_UID_LABEL, Children, PLUGIN_LABEL, Scope, field_manager};
 use crate::status::{ChildKey, Intent};
@@ -30,7 +31,8 @@ pub(crate) struct ChildState {
     pub(crate) name: String,
     /// The plugin that desires it.
     pub(crate) plugin: String,
-    /// `Applied`, `Refused`, `Failed` or `Deleting`.
+    /// `Applied`, `Refused`, `Waiting` (for a mutator), `Failed` or
+    /// `Deleting`.
     pub(crate) state: &'static str,
     /// Why it is not applied, for `Refused` and `Failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -44,6 +46,8 @@ pub(crate) struct Report {
     pub(crate) states: Vec<ChildState>,
     /// Refused children, each `<child>: <rule>`.
     pub(crate) refused: Vec<String>,
+    /// Children held for a mutator, each `<child>: <why>`.
+    pub(crate) held: Vec<String>,
     /// The API server's refusal of an apply or a delete.
     pub(crate) failed: Option<String>,
 }
@@ -56,6 +60,8 @@ pub(crate) struct Sync<'a> {
     pub(crate) base_ar: &'a ApiResource,
     /// The plugin that desires the children.
     pub(crate) plugin: &'a str,
+    /// The implementation that desires them.
+    pub(crate) implementation: &'a str,
     /// The child kinds the plugin's offer declares.
     pub(crate) declared: &'a [v1::GroupVersionKind],
     /// The children it desires.
@@ -95,9 +101,13 @@ impl Children {
                 None => match self.apply(&sync, intent, observed.get(&intent.key)).await {
                     Ok(Applied::Done) => state(&sync, intent, "Applied", None),
                     Ok(Applied::Deleting) => state(&sync, intent, "Deleting", None),
-                    Ok(Applied::NotOurs(rule)) => {
+                    Ok(Applied::Refused(rule)) => {
                         report.refused.push(format!("{}: {rule}", intent.key));
                         state(&sync, intent, "Refused", Some(rule))
+                    }
+                    Ok(Applied::Held(why)) => {
+                        report.held.push(format!("{}: {why}", intent.key));
+                        state(&sync, intent, "Waiting", Some(why))
                     }
                     Err(message) => {
                         report.failed.get_or_insert_with(|| message.clone());
@@ -188,8 +198,9 @@ impl Children {
         None
     }
 
-    /// Applies one allowed child, unless it is unchanged: the same intent
-    /// hash and every applied field still the operator's.
+    /// Applies one allowed child, after its mutators, unless it is
+    /// unchanged: the same intent hash and every applied field still the
+    /// operator's.
     async fn apply(
         &self,
         sync: &Sync<'_>,
@@ -202,9 +213,6 @@ impl Children {
         let namespace = sync.base.namespace().unwrap_or_default();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &ar);
         let manager = field_manager(sync.plugin, &sync.base.uid().unwrap_or_default());
-        let mut body = desired(sync, intent, &namespace);
-        let hash = intent_hash(&body);
-        annotate(&mut body, &hash);
         let live = match cached {
             Some(child) => Some(DynamicObject::clone(child)),
             // Never seen: read it first, uncached, and take nothing that
@@ -216,11 +224,39 @@ impl Children {
         };
         if let Some(live) = &live {
             if let Some(rule) = not_ours(live, sync.base) {
-                return Ok(Applied::NotOurs(rule));
+                return Ok(Applied::Refused(rule));
             }
             if live.metadata.deletion_timestamp.is_some() {
                 return Ok(Applied::Deleting);
             }
+        }
+        let mut body = desired(sync, intent, &namespace);
+        let mutators = self.mutators.of(&intent.key.group, &intent.key.kind);
+        if !mutators.is_empty() {
+            let mutation = Mutation {
+                registry: &self.registry,
+                mutators,
+                key: &intent.key,
+                live: live.as_ref(),
+                base: sync.base,
+                implementation: sync.implementation,
+            };
+            body = match mutate(mutation, body).await {
+                Mutated::Object(object) => object,
+                Mutated::Held(why) => return Ok(Applied::Held(why)),
+                Mutated::Refused(rule) => return Ok(Applied::Refused(rule)),
+            };
+            let bytes = serde_json::to_vec(&body).map_or(0, |b| b.len());
+            if bytes > limits::MAX_CHILD_BYTES {
+                return Ok(Applied::Refused(format!(
+                    "it is {bytes} bytes as JSON once mutated; at most {} are applied",
+                    limits::MAX_CHILD_BYTES
+                )));
+            }
+        }
+        let hash = intent_hash(&body);
+        annotate(&mut body, &hash);
+        if let Some(live) = &live {
             if unchanged(live, &manager, &hash, &body) {
                 return Ok(Applied::Done);
             }
@@ -344,8 +380,11 @@ enum Applied {
     /// Being deleted: never applied again (it would come back as a new
     /// object once gone; the next reconcile after it is gone makes it).
     Deleting,
-    /// It exists and is not this base's: the rule it breaks.
-    NotOurs(String),
+    /// Not applied: it exists and is not this base's, or a mutator's patch
+    /// breaks a rule. The rule it breaks.
+    Refused(String),
+    /// Not applied now: a mutator it needs is missing or failed (why).
+    Held(String),
 }
 
 /// Why `live` is not `base`'s to apply, if it is not.
@@ -406,6 +445,11 @@ fn desired(sync: &Sync<'_>, intent: &Intent, namespace: &str) -> Map<String, Val
             json!(sync.base.uid().unwrap_or_default()),
         );
         labels.insert(PLUGIN_LABEL.into(), json!(sync.plugin));
+    }
+    // There for a mutator to add to (a JSON Patch `add` needs the map).
+    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
     }
     let mut owner = sync.base.controller_owner_ref(sync.base_ar);
     if let Some(owner) = owner.as_mut() {

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::Delegate;
 use crate::backoff::{Backoff, FailureTracker};
-use crate::children::{ChildKinds, Children};
+use crate::children::{ChildKinds, Children, Mutators};
 use crate::events::Events;
 use crate::extensions::{AllowList, Extensions};
 use crate::initial_list::InitialList;
@@ -37,6 +37,7 @@ pub struct DelegateBuilder<K: Resource> {
     max_reconciles_per_plugin: u16,
     initial_list: InitialList,
     child_kinds: ChildKinds,
+    mutators: Mutators,
     last_calls: Option<Arc<LastCalls>>,
 }
 
@@ -60,8 +61,17 @@ where
             max_reconciles_per_plugin: 6,
             initial_list: InitialList::Auto,
             child_kinds: ChildKinds::default(),
+            mutators: Mutators::default(),
             last_calls: None,
         }
+    }
+
+    /// Which plugins patch which child kinds before they are applied, in
+    /// order (`--mutators`; none by default). The same mutators serve your
+    /// own objects through [`Delegate::mutate`].
+    pub fn mutators(mut self, mutators: Mutators) -> Self {
+        self.mutators = mutators;
+        self
     }
 
     /// Where the last plugin call of each object is kept (`/calls`,
@@ -157,6 +167,7 @@ where
                 &self.client,
                 &target.api_resource,
                 self.child_kinds,
+                (self.mutators, self.registry.clone()),
                 self.namespace.clone(),
             )
             .await?;

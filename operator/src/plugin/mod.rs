@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
     Call, Capability, DefaultRequest, DefaultResponse, FinalizeRequest, FinalizeResponse,
-    GroupKind, Hook, HookBehaviour, HookPhase, HookRequest, HookResponse, Offer, ProbeRequest,
-    ProbeResponse, ReconcileRequest, ReconcileResponse, ValidateRequest, ValidateResponse,
+    GroupKind, Hook, HookBehaviour, HookPhase, HookRequest, HookResponse, MutateRequest,
+    MutateResponse, Mutation, Offer, ProbeRequest, ProbeResponse, ReconcileRequest,
+    ReconcileResponse, ValidateRequest, ValidateResponse,
 };
 use tokio::sync::{Notify, Semaphore};
 use tonic::transport::Channel;
@@ -49,6 +50,8 @@ pub struct PluginInstance {
     pub(crate) capabilities: Vec<Capability>,
     /// The hooks it declared, as declared (see [`Self::hooks`]).
     pub(crate) hooks: Vec<Hook>,
+    /// The kinds it patches (`CAPABILITY_MUTATE`).
+    pub(crate) mutations: Vec<Mutation>,
     /// Its deadlines and admission failure policies.
     pub(crate) policies: CallPolicies,
     pub(crate) ready: AtomicBool,
@@ -247,6 +250,29 @@ impl PluginInstance {
         .await
     }
 
+    /// Calls `Mutate` with its deadline; counted like [`Self::reconcile`].
+    pub async fn mutate(&self, req: MutateRequest) -> Result<MutateResponse, CallError> {
+        let timeout = self.policies.deadline(Call::Mutate);
+        self.call(
+            "Mutate",
+            timeout,
+            |mut c, r| async move { c.mutate(r).await },
+            req,
+        )
+        .await
+    }
+
+    /// Whether it patches objects of `group`/`kind` (it declared the kind
+    /// and `CAPABILITY_MUTATE`).
+    pub fn mutates(&self, group: &str, kind: &str) -> bool {
+        self.has(Capability::Mutate)
+            && self.mutations.iter().any(|m| {
+                m.kind
+                    .as_ref()
+                    .is_some_and(|k| k.group == group && k.kind == kind)
+            })
+    }
+
     /// Counts an answer of the plugin to `call` by what it came to.
     pub(crate) fn count_answer(&self, call: &'static str, outcome: CallOutcome) {
         self.metrics.count_call(&self.name, call, outcome);
@@ -381,6 +407,7 @@ impl PluginInstance {
             offers,
             capabilities,
             hooks: Vec::new(),
+            mutations: Vec::new(),
             policies: CallPolicies::resolve(
                 &[],
                 Defaults {

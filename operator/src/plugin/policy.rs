@@ -30,6 +30,7 @@ pub struct CallPolicies {
     reconcile: Duration,
     finalize: Duration,
     hook: Duration,
+    mutate: Duration,
     validate: Duration,
     default: Duration,
     validate_failure: FailurePolicy,
@@ -57,6 +58,7 @@ impl CallPolicies {
             reconcile: deadline(Call::Reconcile, defaults.call, MAX_CALL_DEADLINE),
             finalize: deadline(Call::Finalize, defaults.call, MAX_CALL_DEADLINE),
             hook: deadline(Call::Hook, defaults.call, MAX_CALL_DEADLINE),
+            mutate: deadline(Call::Mutate, defaults.call, MAX_CALL_DEADLINE),
             validate: deadline(Call::Validate, defaults.admission, MAX_ADMISSION_DEADLINE),
             default: deadline(Call::Default, defaults.admission, MAX_ADMISSION_DEADLINE),
             validate_failure: failure(Call::Validate),
@@ -71,8 +73,8 @@ impl CallPolicies {
             Call::Hook => self.hook,
             Call::Validate => self.validate,
             Call::Default => self.default,
-            // Mutate is not called by this operator yet.
-            Call::Reconcile | Call::Mutate | Call::Unspecified => self.reconcile,
+            Call::Mutate => self.mutate,
+            Call::Reconcile | Call::Unspecified => self.reconcile,
         }
     }
 

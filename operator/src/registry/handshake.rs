@@ -16,7 +16,7 @@ use crate::confinement::confine;
 use crate::connection::dial;
 use crate::plugin::{CallError, CallPolicies, Defaults, PluginInstance};
 use crate::refusal::{
-    Refusal, check_agreement, check_capabilities, check_declarations, check_sizes,
+    Refusal, check_agreement, check_capabilities, check_declarations, check_mutations, check_sizes,
 };
 
 impl Registry {
@@ -82,6 +82,7 @@ impl Registry {
         check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
         check_declarations(&info.name, &info.hooks, &info.call_policies)?;
         check_capabilities(&info.name, &info.capabilities, &info.offers)?;
+        check_mutations(&info.name, &info.capabilities, &info.mutations)?;
         check_agreement(
             &info.name,
             (&req.hooks, &req.call_policies),
@@ -112,6 +113,7 @@ impl Registry {
                 },
             ),
             hooks: info.hooks,
+            mutations: info.mutations,
             ready: false.into(),
             last_seen: Mutex::new(Instant::now()),
             channel,

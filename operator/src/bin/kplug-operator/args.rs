@@ -11,7 +11,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_operator::{
     AllowList, ChildKind, ChildKinds, ClientConfig, FailurePolicy, InitialList, LeaderElection,
-    NoPlugin, RegistryConfig, SelectionMode, Settings, WebhookConfig,
+    Mutators, NoPlugin, RegistryConfig, SelectionMode, Settings, WebhookConfig,
 };
 use kube::runtime::events::Reporter;
 
@@ -156,6 +156,19 @@ pub(crate) struct Args {
         value_parser = ChildKinds::parse
     )]
     child_kinds: Vec<Vec<ChildKind>>,
+
+    /// PLUGIN=APIVERSION/KIND: a plugin that patches the children of that
+    /// kind before they are applied (its Mutate), e.g.
+    /// backup=apps/v1/Deployment (repeatable, comma-separated). Mutators
+    /// run in the order given; a mutator that is down holds the applies it
+    /// would change. Secrets are never sent to a mutator unless listed
+    #[arg(
+        long,
+        env = "KPLUG_MUTATORS",
+        value_name = "PLUGIN=APIVERSION/KIND,...",
+        value_parser = Mutators::parse
+    )]
+    mutators: Vec<Vec<(String, kube::core::GroupVersionKind)>>,
 
     /// Field of the base object naming the preferred implementation
     #[arg(long, default_value = "spec.preferredImplementation")]
@@ -488,6 +501,7 @@ impl Args {
             leader_election,
             extension_kinds: AllowList::new(self.extension_kind),
             child_kinds: ChildKinds::new(self.child_kinds.into_iter().flatten().collect()),
+            mutators: Mutators::new(self.mutators.into_iter().flatten().collect()),
             max_reconciles_per_plugin: self.max_reconciles_per_plugin,
             initial_list: self.initial_list,
             reporter,

@@ -19,6 +19,9 @@ pub(crate) const STALE_REQUEUE: Duration = Duration::from_millis(200);
 /// How soon a plugin's RETRY is honoured when it gives no delay.
 pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(10);
 
+/// When an object whose children wait for a mutator is looked at again.
+pub(crate) const MUTATOR_RETRY: Duration = Duration::from_secs(5);
+
 /// The call an outcome comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
@@ -185,6 +188,10 @@ impl Outcome {
                 problem: ChildProblem::Refused(_),
                 ..
             } => "ChildRefused",
+            Self::Children {
+                problem: ChildProblem::Held(_),
+                ..
+            } => "WaitingForMutator",
             Self::Children { .. } => "ChildApplyFailed",
             Self::HookStopped { .. } => "HookFailed",
             Self::All(_) => "Reconciled",
@@ -249,6 +256,13 @@ impl Outcome {
                 plugin,
                 problem: ChildProblem::ApplyFailed(message),
             } => format!("plugin {plugin}: {message}"),
+            Self::Children {
+                plugin,
+                problem: ChildProblem::Held(held),
+            } => format!(
+                "plugin {plugin}: not applied until the mutator can patch it (applying without it would roll the workload twice): {}",
+                held.join("; ")
+            ),
             Self::HookStopped {
                 plugin,
                 hook,
@@ -326,6 +340,11 @@ impl Outcome {
                 retry_after: Some(after),
                 ..
             } => Some(*after),
+            // Held for a mutator: looked at again soon, as it may be back.
+            Self::Children {
+                problem: ChildProblem::Held(_),
+                ..
+            } => Some(MUTATOR_RETRY),
             Self::Failed { .. }
             | Self::HookStopped { .. }
             | Self::CallFailed { .. }
@@ -371,6 +390,9 @@ pub(crate) enum ChildProblem {
     Refused(Vec<String>),
     /// The API server refused to apply or delete a child.
     ApplyFailed(String),
+    /// Children held for a mutator that is down, not ready or failing,
+    /// each `<child>: <why>`.
+    Held(Vec<String>),
 }
 
 fn combine(outcomes: &[Outcome]) -> Condition {

@@ -64,6 +64,7 @@ pub(super) async fn sync<B: Backend>(
             base: obj,
             base_ar: &core.target.api_resource,
             plugin: &target.plugin,
+            implementation: &target.implementation,
             declared: &declared,
             intents,
             prune,
@@ -79,6 +80,11 @@ pub(super) async fn sync<B: Backend>(
         Outcome::Children {
             plugin,
             problem: ChildProblem::Refused(report.refused),
+        }
+    } else if !report.held.is_empty() {
+        Outcome::Children {
+            plugin,
+            problem: ChildProblem::Held(report.held),
         }
     } else {
         outcome
