@@ -65,7 +65,8 @@ func (gvk GroupVersionKind) APIVersion() string {
 // Info describes a plugin. It is sent in every heartbeat and answered by
 // GetInfo, hooks and call policies included, so the two always agree. (Its
 // capabilities follow from the interfaces the plugin implements:
-// [Finalizer], [Validator], [Defaulter], [HookHandler].)
+// [Finalizer], [Validator], [Defaulter], [HookHandler]; and CHILDREN from
+// the child kinds of its offers, [Offer.Children].)
 type Info struct {
 	// Name is a DNS label (lowercase letters, digits and '-', at most 63
 	// characters), stable across versions and restarts, e.g. "postgresql".
