@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -103,7 +104,8 @@ func runCase(t *testing.T, client kplugv1.PluginClient, c conformanceCase) {
 		var err error
 		switch rpc {
 		case "Reconcile":
-			response, err = client.Reconcile(ctx, &kplugv1.ReconcileRequest{Implementation: implementation, Object: object, Extensions: extensions})
+			children := encodeList(t, c.Request["children"])
+			response, err = client.Reconcile(ctx, &kplugv1.ReconcileRequest{Implementation: implementation, Object: object, Extensions: extensions, Children: children})
 		case "Finalize":
 			response, err = client.Finalize(ctx, &kplugv1.FinalizeRequest{Implementation: implementation, Object: object, Extensions: extensions})
 		default:
@@ -127,11 +129,14 @@ func runCase(t *testing.T, client kplugv1.PluginClient, c conformanceCase) {
 	default:
 		t.Fatalf("unknown rpc %q", rpc)
 	}
+	if _, ok := c.Expect["children"]; rpc == "Reconcile" && !ok {
+		// A Reconcile case that says nothing of children expects none: the
+		// answer leaves them as they are.
+		expect = maps.Clone(expect)
+		expect["children"] = nil
+	}
 	if _, ok := c.Expect["message_contains"]; ok {
-		expect = map[string]any{}
-		for k, v := range c.Expect {
-			expect[k] = v
-		}
+		expect = maps.Clone(expect)
 		part, _ := expect["message_contains"].(string)
 		delete(expect, "message_contains")
 		if message, _ := actual["message"].(string); !strings.Contains(message, part) {
@@ -223,15 +228,20 @@ func encodeRequest(t *testing.T, request map[string]json.RawMessage) (string, []
 	} else {
 		object = reencode(t, request["object"])
 	}
-	var extensions []json.RawMessage
-	if raw, ok := request["extensions"]; ok {
-		mustUnmarshal(t, raw, &extensions)
+	return implementation, object, encodeList(t, request["extensions"])
+}
+
+// encodeList JSON-encodes each value of a list (absent: none).
+func encodeList(t *testing.T, raw json.RawMessage) [][]byte {
+	var values []json.RawMessage
+	if raw != nil {
+		mustUnmarshal(t, raw, &values)
 	}
-	encoded := make([][]byte, 0, len(extensions))
-	for _, e := range extensions {
-		encoded = append(encoded, reencode(t, e))
+	encoded := make([][]byte, 0, len(values))
+	for _, v := range values {
+		encoded = append(encoded, reencode(t, v))
 	}
-	return implementation, object, encoded
+	return encoded
 }
 
 // reencode is a JSON value as UTF-8 JSON (the file's text may use \u escapes).
@@ -254,10 +264,15 @@ func infoJSON(r *kplugv1.GetInfoResponse) map[string]any {
 		for _, e := range o.GetExtensions() {
 			extensions = append(extensions, map[string]any{"group": e.GetGroup(), "kind": e.GetKind()})
 		}
+		children := []any{}
+		for _, c := range o.GetChildren() {
+			children = append(children, map[string]any{"group": c.GetGroup(), "version": c.GetVersion(), "kind": c.GetKind()})
+		}
 		offers = append(offers, map[string]any{
 			"base":           map[string]any{"group": o.GetBase().GetGroup(), "kind": o.GetBase().GetKind()},
 			"implementation": o.GetImplementation(),
 			"extensions":     extensions,
+			"children":       children,
 		})
 	}
 	capabilities := []any{}
@@ -344,8 +359,25 @@ func responseJSON(t *testing.T, response proto.Message) map[string]any {
 			})
 		}
 		actual["conditions"] = conditions
+		actual["children"] = childrenJSON(t, m.GetChildren())
 	}
 	return actual
+}
+
+// childrenJSON is a response's children as the cases write them: nil when
+// the answer carries no children message, else each child decoded.
+func childrenJSON(t *testing.T, children *kplugv1.Children) any {
+	t.Helper()
+	if children == nil {
+		return nil
+	}
+	decoded := []any{}
+	for _, c := range children.GetObjects() {
+		var v any
+		mustUnmarshal(t, c, &v)
+		decoded = append(decoded, v)
+	}
+	return decoded
 }
 
 func refJSON(r *kplugv1.ObjectRef) map[string]any {

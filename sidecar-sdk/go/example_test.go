@@ -91,3 +91,36 @@ func ExampleReadinessGate() {
 	// {false database unreachable}
 	// {true }
 }
+
+// Children: the offer declares the kinds, the answer desires the objects,
+// and the request carries them as they are now.
+func ExampleResponse_WithChild() {
+	offer := kplug.Offer{
+		Base: kplug.GroupKind{Group: "example.com", Kind: "Greeting"}, Implementation: "Hello",
+		Children: []kplug.GroupVersionKind{kplug.FromAPIVersionAndKind("v1", "ConfigMap")},
+	}
+	plugin := kplug.ReconcileFunc(func(_ context.Context, req *kplug.Request) (*kplug.Response, error) {
+		name := "greeting-" + req.Name()
+		resp := kplug.OK().WithChild(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name},
+			"data":     map[string]any{"greeting": "hello, " + req.Name()},
+		})
+		if req.Child("ConfigMap", name) == nil {
+			resp.WithMessage("creating " + name)
+		}
+		return resp, nil
+	})
+	req, _ := kplug.DecodeRequest("Hello", []byte(`{"kind": "Greeting", "metadata": {"name": "world", "namespace": "default"}}`))
+	resp, _ := plugin.Reconcile(context.Background(), req)
+	wire := resp.ReconcileResponse()
+	fmt.Println(offer.Children[0].APIVersion(), wire.GetMessage())
+	fmt.Println(string(wire.GetChildren().GetObjects()[0]))
+	_ = req.DecodeChildren([]byte(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "greeting-world"}}`))
+	resp, _ = plugin.Reconcile(context.Background(), req)
+	fmt.Printf("%q\n", resp.Message())
+	// Output:
+	// v1 creating greeting-world
+	// {"apiVersion":"v1","data":{"greeting":"hello, world"},"kind":"ConfigMap","metadata":{"name":"greeting-world"}}
+	// ""
+}

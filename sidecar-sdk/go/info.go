@@ -2,6 +2,7 @@ package kplug
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kplug/kplug/sidecar-sdk/go/kplugv1"
 )
@@ -24,12 +25,48 @@ type Offer struct {
 	// Extensions are the extension kinds the plugin understands for this
 	// base; only extensions of these kinds are sent to it.
 	Extensions []GroupKind
+	// Children are the kinds of the Kubernetes objects this implementation
+	// manages for each base object, e.g.
+	// FromAPIVersionAndKind("apps/v1", "Deployment"). Declaring one makes
+	// the plugin advertise the CHILDREN capability: its Reconcile and
+	// Finalize answers may then carry the desired children
+	// ([Response.WithChild]) and its requests carry the observed ones
+	// ([Request.Children]). The operator applies only the kinds its
+	// --child-kinds allows, and sends and reads them in this version.
+	Children []GroupVersionKind
+}
+
+// GroupVersionKind names a Kubernetes kind in one version, e.g.
+// GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}.
+// Group is empty for the core group.
+type GroupVersionKind struct {
+	Group   string
+	Version string
+	Kind    string
+}
+
+// FromAPIVersionAndKind is the kind named by an apiVersion ("apps/v1", or
+// "v1" for the core group) and a kind, as objects spell them, e.g.
+// FromAPIVersionAndKind("v1", "ConfigMap").
+func FromAPIVersionAndKind(apiVersion, kind string) GroupVersionKind {
+	// The core group's apiVersion has no '/': it is the version alone.
+	slash := strings.LastIndexByte(apiVersion, '/')
+	return GroupVersionKind{Group: apiVersion[:max(slash, 0)], Version: apiVersion[slash+1:], Kind: kind}
+}
+
+// APIVersion is "group/version", or the version alone for the core group.
+func (gvk GroupVersionKind) APIVersion() string {
+	if gvk.Group == "" {
+		return gvk.Version
+	}
+	return gvk.Group + "/" + gvk.Version
 }
 
 // Info describes a plugin. It is sent in every heartbeat and answered by
 // GetInfo, hooks and call policies included, so the two always agree. (Its
 // capabilities follow from the interfaces the plugin implements:
-// [Finalizer], [Validator], [Defaulter], [HookHandler].)
+// [Finalizer], [Validator], [Defaulter], [HookHandler]; and CHILDREN from
+// the child kinds of its offers, [Offer.Children].)
 type Info struct {
 	// Name is a DNS label (lowercase letters, digits and '-', at most 63
 	// characters), stable across versions and restarts, e.g. "postgresql".
@@ -72,6 +109,10 @@ func (gk GroupKind) proto() *kplugv1.GroupKind {
 	return &kplugv1.GroupKind{Group: gk.Group, Kind: gk.Kind}
 }
 
+func (gvk GroupVersionKind) proto() *kplugv1.GroupVersionKind {
+	return &kplugv1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+}
+
 func (i *Info) offersProto() []*kplugv1.Offer {
 	offers := make([]*kplugv1.Offer, 0, len(i.Offers))
 	for _, o := range i.Offers {
@@ -79,19 +120,37 @@ func (i *Info) offersProto() []*kplugv1.Offer {
 		for _, e := range o.Extensions {
 			extensions = append(extensions, e.proto())
 		}
+		children := make([]*kplugv1.GroupVersionKind, 0, len(o.Children))
+		for _, c := range o.Children {
+			children = append(children, c.proto())
+		}
 		offers = append(offers, &kplugv1.Offer{
 			Base:           o.Base.proto(),
 			Implementation: o.Implementation,
 			Extensions:     extensions,
+			Children:       children,
 		})
 	}
 	return offers
 }
 
+// declaresChildren tells whether an offer declares child kinds.
+func (i *Info) declaresChildren() bool {
+	for _, o := range i.Offers {
+		if len(o.Children) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // capabilities: RECONCILE always; FINALIZE, VALIDATE, DEFAULT and HOOKS
 // when the plugin implements [Finalizer], [Validator], [Defaulter] and
-// [HookHandler], in that order (as every SDK sends them).
-func capabilities(plugin Plugin) []kplugv1.Capability {
+// [HookHandler], and CHILDREN when an offer of info declares child kinds,
+// in that order (as every SDK sends them). MUTATE is never advertised:
+// the SDK does not implement Mutate yet (the server answers it
+// UNIMPLEMENTED).
+func capabilities(plugin Plugin, info *Info) []kplugv1.Capability {
 	caps := []kplugv1.Capability{kplugv1.Capability_CAPABILITY_RECONCILE}
 	if _, ok := plugin.(Finalizer); ok {
 		caps = append(caps, kplugv1.Capability_CAPABILITY_FINALIZE)
@@ -104,6 +163,9 @@ func capabilities(plugin Plugin) []kplugv1.Capability {
 	}
 	if _, ok := plugin.(HookHandler); ok {
 		caps = append(caps, kplugv1.Capability_CAPABILITY_HOOKS)
+	}
+	if info.declaresChildren() {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_CHILDREN)
 	}
 	return caps
 }

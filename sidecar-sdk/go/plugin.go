@@ -27,7 +27,7 @@ type Plugin interface {
 // FINALIZE capability: the operator then adds a finalizer to the object and
 // calls Finalize when it is deleted. [OK] lets the object go; anything else
 // keeps it. A Finalize response carries only its outcome, message, retry
-// delay and events.
+// delay, events and children.
 type Finalizer interface {
 	// Finalize cleans up before the base object is deleted, or moved to
 	// another implementation (the annotation kplug.io/reselect).

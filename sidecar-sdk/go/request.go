@@ -2,8 +2,9 @@ package kplug
 
 import "fmt"
 
-// Request is a Reconcile or Finalize call: the base object and the
-// extensions the plugin declared for the chosen implementation.
+// Request is a Reconcile or Finalize call: the base object, the extensions
+// the plugin declared for the chosen implementation, and the children the
+// operator manages for it on the plugin's behalf.
 type Request struct {
 	// Implementation is the implementation the operator chose, one of the
 	// plugin's offers (for Finalize: the one recorded in the object's status).
@@ -14,6 +15,12 @@ type Request struct {
 	// in the order the base object references them. Missing ones are never
 	// sent: the operator waits until they exist.
 	Extensions []*Object
+	// Children are the observed children of the base object that the
+	// operator manages for this plugin (of the kinds its offer declares in
+	// [Offer.Children]), as they are now: with their status (e.g. a
+	// Deployment's readyReplicas), including those being deleted. Empty
+	// when the offer declares no child kinds.
+	Children []*Object
 }
 
 // DecodeRequest decodes a request from the JSON the operator sends. The
@@ -39,6 +46,28 @@ func DecodeRequest(implementation string, object []byte, extensions ...[]byte) (
 		req.Extensions = append(req.Extensions, e)
 	}
 	return req, nil
+}
+
+// DecodeChildren decodes the observed children from the JSON the operator
+// sends into r.Children (replacing them), as the SDK does for every call;
+// it is exported for plugins' unit tests:
+//
+//	req, err := kplug.DecodeRequest("Hello", object)
+//	err = req.DecodeChildren([]byte(`{"apiVersion": "v1", "kind": "ConfigMap", ...}`))
+//
+// Its errors are the protocol's messages, e.g. "kplug: child #0 is not a
+// JSON object"; r is unchanged then.
+func (r *Request) DecodeChildren(children ...[]byte) error {
+	decoded := make([]*Object, 0, len(children))
+	for i, data := range children {
+		c, err := decodeObject(data, fmt.Sprintf("child #%d", i))
+		if err != nil {
+			return err
+		}
+		decoded = append(decoded, c)
+	}
+	r.Children = decoded
+	return nil
 }
 
 // Name is the base object's name.
@@ -76,6 +105,17 @@ func (r *Request) ExtensionsOf(kind string) []*Object {
 		}
 	}
 	return found
+}
+
+// Child is the observed child of kind (e.g. "Deployment") named name, or
+// nil when there is none (not created yet, or deleted since).
+func (r *Request) Child(kind, name string) *Object {
+	for _, c := range r.Children {
+		if c.Kind() == kind && c.Name() == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // String is the base object's "Kind namespace/name".

@@ -71,8 +71,8 @@ const (
 // message "plugin bug: ..." and nothing else, so that it shows on the
 // resource.
 //
-// A Finalize answer carries only the outcome, message, retry delay and
-// events; the rest is dropped (with a warning in the log).
+// A Finalize answer carries only the outcome, message, retry delay, events
+// and children; the rest is dropped (with a warning in the log).
 type Response struct {
 	outcome           Outcome
 	message           string
@@ -81,7 +81,10 @@ type Response struct {
 	extensionStatuses []*kplugv1.ObjectStatus
 	conditions        []*kplugv1.Condition
 	events            []*kplugv1.Event
-	problem           error
+	// children are the desired children, each compact JSON; nil leaves
+	// the children as they are, non-nil (even empty) is the whole set.
+	children [][]byte
+	problem  error
 	// reservedKey is a reserved key in the base object's status: a mistake
 	// in Reconcile and Finalize, not in a hook, whose status lands under
 	// status.hooks.<plugin> where no key is the operator's.
@@ -205,6 +208,48 @@ func (r *Response) event(typ kplugv1.EventType, reason, message string, regardin
 	return r
 }
 
+// WithChild adds a child: a Kubernetes object the operator applies for
+// this base object, with apiVersion, kind, metadata.name and the fields the
+// plugin manages. Anything that encodes to a JSON object will do: a
+// map[string]any, or a struct of your own (or of k8s.io/api) with JSON
+// tags. Its kind must be one the offer declares ([Offer.Children]); the
+// operator puts it in the base object's namespace, owns it and watches it.
+//
+//	return kplug.OK().WithChild(map[string]any{
+//		"apiVersion": "v1", "kind": "ConfigMap",
+//		"metadata": map[string]any{"name": "greeting-" + req.Name()},
+//		"data":     map[string]any{"greeting": "hello, world"},
+//	}), nil
+//
+// An answer that adds a child, or calls [Response.WithChildren], carries
+// the whole set of desired children: on OK the operator deletes the
+// children it no longer lists. An answer with neither leaves the children
+// as they are. Only Reconcile and Finalize answers carry children; a
+// hook's answer with children is sent as OUTCOME_FAILED "plugin bug: ...".
+func (r *Response) WithChild(child any) *Response {
+	if r.children == nil {
+		r.children = [][]byte{}
+	}
+	encoded, _, err := encodeObject(child, "a child")
+	if err != nil {
+		r.fail(err)
+		return r
+	}
+	r.children = append(r.children, encoded)
+	return r
+}
+
+// WithChildren sets the whole set of desired children (see
+// [Response.WithChild]), replacing those added before. With none, the
+// answer carries an empty set: on OK the operator deletes every child.
+func (r *Response) WithChildren(children ...any) *Response {
+	r.children = make([][]byte, 0, len(children))
+	for _, child := range children {
+		r.WithChild(child)
+	}
+	return r
+}
+
 func (r *Response) fail(err error) {
 	if r.problem == nil {
 		r.problem = err
@@ -238,14 +283,16 @@ func (r *Response) sent() *Response {
 }
 
 // HookResponse is the response as sent in answer to Hook: the outcome,
-// message, retry delay, status and events. Conditions and extension
-// statuses are not a hook's to set: a response with them is sent as
+// message, retry delay, status and events. Conditions, extension statuses
+// and children are not a hook's to set: a response with them is sent as
 // OUTCOME_FAILED "plugin bug: ...", like the other mistakes.
 func (r *Response) HookResponse() *kplugv1.HookResponse {
 	s := r
 	switch {
 	case len(r.conditions) > 0 || len(r.extensionStatuses) > 0:
 		s = Failed("plugin bug: a hook's response sets conditions or extension statuses; a hook writes only its status (under status.hooks.<plugin>) and events")
+	case r.children != nil:
+		s = Failed("plugin bug: a hook's response sets children; only Reconcile and Finalize answers carry children")
 	case r.problem != nil:
 		s = Failed("plugin bug: " + r.problem.Error())
 	}
@@ -276,12 +323,23 @@ func (r *Response) ReconcileResponse() *kplugv1.ReconcileResponse {
 		ExtensionStatuses: s.extensionStatuses,
 		Conditions:        s.conditions,
 		Events:            s.events,
+		Children:          s.childrenProto(),
 	}
 }
 
+// childrenProto is the children message: nil (unset) when the answer
+// leaves the children as they are.
+func (r *Response) childrenProto() *kplugv1.Children {
+	if r.children == nil {
+		return nil
+	}
+	return &kplugv1.Children{Objects: r.children}
+}
+
 // FinalizeResponse is the response as sent in answer to Finalize: the
-// outcome, message, retry delay and events (statuses and conditions are
-// dropped: the object is going away).
+// outcome, message, retry delay, events and the children still wanted
+// while clean-up goes on (statuses and conditions are dropped: the object
+// is going away; once the answer is OK, every child goes).
 func (r *Response) FinalizeResponse() *kplugv1.FinalizeResponse {
 	s := r.sent()
 	return &kplugv1.FinalizeResponse{
@@ -289,6 +347,7 @@ func (r *Response) FinalizeResponse() *kplugv1.FinalizeResponse {
 		Message:    s.message,
 		RetryAfter: s.retryAfterProto(),
 		Events:     s.events,
+		Children:   s.childrenProto(),
 	}
 }
 

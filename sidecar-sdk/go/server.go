@@ -111,7 +111,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		Protocol:     Protocol,
 		Socket:       PluginsDir + "/" + info.Name + "/" + PluginSocket,
 		Offers:       info.offersProto(),
-		Capabilities: capabilities(plugin),
+		Capabilities: capabilities(plugin, &info),
 		Hooks:        info.hooksProto(),
 		CallPolicies: info.callPoliciesProto(),
 	}, c.heartbeatInterval, logger)

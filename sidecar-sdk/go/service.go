@@ -40,7 +40,7 @@ func (s *service) GetInfo(context.Context, *kplugv1.GetInfoRequest) (*kplugv1.Ge
 		Version:      s.info.Version,
 		Protocol:     Protocol,
 		Offers:       s.info.offersProto(),
-		Capabilities: capabilities(s.plugin),
+		Capabilities: capabilities(s.plugin, s.info),
 		Description:  s.info.Description,
 		Hooks:        s.info.hooksProto(),
 		CallPolicies: s.info.callPoliciesProto(),
@@ -65,7 +65,7 @@ func (s *service) Probe(ctx context.Context, _ *kplugv1.ProbeRequest) (response 
 
 // Reconcile calls the plugin's Reconcile.
 func (s *service) Reconcile(ctx context.Context, in *kplugv1.ReconcileRequest) (*kplugv1.ReconcileResponse, error) {
-	response := s.handle(ctx, "Reconcile", s.plugin.Reconcile, in.GetImplementation(), in.GetObject(), in.GetExtensions())
+	response := s.handle(ctx, "Reconcile", s.plugin.Reconcile, in.GetImplementation(), in.GetObject(), in.GetExtensions(), in.GetChildren())
 	return response.ReconcileResponse(), nil
 }
 
@@ -75,7 +75,7 @@ func (s *service) Finalize(ctx context.Context, in *kplugv1.FinalizeRequest) (*k
 	if f, ok := s.plugin.(Finalizer); ok {
 		handler = f.Finalize
 	}
-	response := s.handle(ctx, "Finalize", handler, in.GetImplementation(), in.GetObject(), in.GetExtensions())
+	response := s.handle(ctx, "Finalize", handler, in.GetImplementation(), in.GetObject(), in.GetExtensions(), in.GetChildren())
 	if response.dropsInFinalize() {
 		s.logger.Warn("a Finalize response carries no status, extension statuses or conditions; they were dropped (the object is being deleted)")
 	}
@@ -86,10 +86,13 @@ type handlerFunc func(context.Context, *Request) (*Response, error)
 
 // handle decodes the request, calls the handler and turns every failure
 // (bad JSON, an error, a panic, a nil response) into a FAILED response.
-func (s *service) handle(ctx context.Context, call string, handler handlerFunc, implementation string, object []byte, extensions [][]byte) (response *Response) {
+func (s *service) handle(ctx context.Context, call string, handler handlerFunc, implementation string, object []byte, extensions, children [][]byte) (response *Response) {
 	ctx, span := handlerSpan(ctx, s.info.Name, call)
 	defer span.End()
 	request, err := DecodeRequest(implementation, object, extensions...)
+	if err == nil {
+		err = request.DecodeChildren(children...)
+	}
 	if err != nil {
 		s.logger.Error(err.Error()+"; the handler was not called", "call", call)
 		return Failed(err.Error())

@@ -24,6 +24,10 @@ func Info() kplug.Info {
 			Base:           kplug.GroupKind{Group: group, Kind: "Widget"},
 			Implementation: "Conformance",
 			Extensions:     []kplug.GroupKind{{Group: group, Kind: "WidgetExtensionA"}, {Group: group, Kind: "WidgetExtensionB"}},
+			Children: []kplug.GroupVersionKind{
+				kplug.FromAPIVersionAndKind("v1", "ConfigMap"),
+				kplug.FromAPIVersionAndKind("apps/v1", "Deployment"),
+			},
 		}},
 		Hooks: []kplug.Hook{
 			{Name: "audit", Base: widget, Phase: kplug.PhaseBeforeReconcile, Behaviour: kplug.BehaviourSyncEnforce, Order: -10},
@@ -43,8 +47,8 @@ func Info() kplug.Info {
 var widget = kplug.GroupKind{Group: group, Kind: "Widget"}
 
 // Plugin is the conformance plugin. It implements Finalize, Validate,
-// Default, Hook and readiness, so it advertises RECONCILE, FINALIZE,
-// VALIDATE, DEFAULT and HOOKS.
+// Default, Hook and readiness, and its offer declares child kinds, so it
+// advertises RECONCILE, FINALIZE, VALIDATE, DEFAULT, HOOKS and CHILDREN.
 type Plugin struct {
 	kplug.ReadinessGate
 }
@@ -55,7 +59,7 @@ type Error struct{ Message string }
 // Error is "ConformanceError: <message>", as the Rust plugin's.
 func (e *Error) Error() string { return "ConformanceError: " + e.Message }
 
-// Reconcile follows steps 1 to 8 of the README.
+// Reconcile follows steps 1 to 8 of the README (4b and 4c included).
 func (p *Plugin) Reconcile(_ context.Context, req *kplug.Request) (*kplug.Response, error) {
 	c := directives(req)
 	if c["action"] == "setReadiness" {
@@ -81,8 +85,25 @@ func (p *Plugin) Reconcile(_ context.Context, req *kplug.Request) (*kplug.Respon
 		merged["echo"] = echoOf(req)
 		status, hasStatus = merged, true
 	}
+	if echo, _ := c["echoChildren"].(bool); echo {
+		merged := map[string]any{}
+		if m, ok := status.(map[string]any); ok {
+			for k, v := range m {
+				merged[k] = v
+			}
+		}
+		observed := make([]any, 0, len(req.Children))
+		for _, child := range req.Children {
+			observed = append(observed, child.Kind()+"/"+child.Name())
+		}
+		merged["observedChildren"] = observed
+		status, hasStatus = merged, true
+	}
 	if hasStatus {
 		response.WithStatus(status)
+	}
+	if children, ok := c["children"].([]any); ok {
+		response.WithChildren(children...)
 	}
 	if extensionStatus, ok := c["extensionStatus"]; ok {
 		for _, extension := range req.Extensions {

@@ -44,10 +44,12 @@ public final class ConformancePlugin implements Plugin {
           .description("kplug SDK conformance plugin")
           .offer(
               Offer.of(
-                  WIDGET,
-                  "Conformance",
-                  new GroupKind(GROUP, "WidgetExtensionA"),
-                  new GroupKind(GROUP, "WidgetExtensionB")))
+                      WIDGET,
+                      "Conformance",
+                      new GroupKind(GROUP, "WidgetExtensionA"),
+                      new GroupKind(GROUP, "WidgetExtensionB"))
+                  .withChild("v1", "ConfigMap")
+                  .withChild("apps/v1", "Deployment"))
           .hook(
               new Hook(
                   "audit", WIDGET, HookPhase.BEFORE_RECONCILE, HookBehaviour.SYNC_ENFORCE, -10))
@@ -83,7 +85,7 @@ public final class ConformancePlugin implements Plugin {
     return gate.readiness();
   }
 
-  /** Steps 1 to 8 of the README. */
+  /** Steps 1 to 8 of the README (4b and 4c included). */
   @Override
   public Response reconcile(Request request) throws ConformanceError {
     Map<String, Object> c = directives(request.spec());
@@ -97,8 +99,21 @@ public final class ConformancePlugin implements Plugin {
     }
     Response response = outcome(c);
     Object status = withEcho(c, () -> echoOf(request));
+    if (Boolean.TRUE.equals(c.get("echoChildren"))) {
+      Map<String, Object> merged = new LinkedHashMap<>();
+      if (status instanceof Map<?, ?> m) {
+        m.forEach((k, v) -> merged.put(String.valueOf(k), v));
+      }
+      merged.put(
+          "observedChildren",
+          request.children().stream().map(child -> child.kind() + "/" + child.name()).toList());
+      status = merged;
+    }
     if (status != null || c.containsKey("status")) {
       response.withStatus(status);
+    }
+    if (c.get("children") instanceof List<?> children) {
+      response.withChildren(children);
     }
     if (c.containsKey("extensionStatus")) {
       for (KubeObject extension : request.extensions()) {

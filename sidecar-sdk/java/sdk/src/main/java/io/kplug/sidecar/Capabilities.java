@@ -5,18 +5,21 @@ import java.util.List;
 import kplug.v1.Types.Capability;
 
 /**
- * What a plugin advertises: RECONCILE always, and each optional call whose {@link Plugin} method
- * the plugin's class overrides (a default method that is not overridden is what the interface
- * declares, so it tells the two apart without calling anything).
+ * What a plugin advertises: RECONCILE always, each optional call whose {@link Plugin} method the
+ * plugin's class overrides (a default method that is not overridden is what the interface declares,
+ * so it tells the two apart without calling anything), and CHILDREN when an offer declares child
+ * kinds. Never MUTATE: the SDK does not implement Mutate yet (it is answered UNIMPLEMENTED).
  */
-record Capabilities(boolean finalizes, boolean validates, boolean defaults, boolean hooks) {
+record Capabilities(
+    boolean finalizes, boolean validates, boolean defaults, boolean hooks, boolean children) {
 
-  static Capabilities of(Plugin plugin) {
+  static Capabilities of(Plugin plugin, Info info) {
     return new Capabilities(
         overrides(plugin, "finalize", Request.class),
         overrides(plugin, "validate", AdmissionRequest.class),
         overrides(plugin, "defaults", AdmissionRequest.class),
-        overrides(plugin, "hook", HookCall.class));
+        overrides(plugin, "hook", HookCall.class),
+        info.offers().stream().anyMatch(o -> !o.children().isEmpty()));
   }
 
   private static boolean overrides(Plugin plugin, String method, Class<?> parameter) {
@@ -42,6 +45,9 @@ record Capabilities(boolean finalizes, boolean validates, boolean defaults, bool
     }
     if (hooks) {
       caps.add(Capability.CAPABILITY_HOOKS);
+    }
+    if (children) {
+      caps.add(Capability.CAPABILITY_CHILDREN);
     }
     return caps;
   }

@@ -1,5 +1,7 @@
 package io.kplug.sidecar;
 
+import java.util.List;
+
 /**
  * A Hook call: which hook runs, at which phase, and the objects the implementation is (or was)
  * sent.
@@ -24,7 +26,7 @@ public record HookCall(
   public static HookCall decode(kplug.v1.PluginOuterClass.HookRequest in)
       throws InvalidRequestException {
     Request request =
-        Request.decode(in.getImplementation(), in.getObject().toByteArray(), bytes(in));
+        Request.decode(in.getImplementation(), in.getObject().toByteArray(), bytes(in), List.of());
     return new HookCall(
         in.getHook(),
         HookPhase.fromProto(in.getPhase()),
@@ -33,7 +35,7 @@ public record HookCall(
         in.getMessage());
   }
 
-  private static java.util.List<byte[]> bytes(kplug.v1.PluginOuterClass.HookRequest in) {
+  private static List<byte[]> bytes(kplug.v1.PluginOuterClass.HookRequest in) {
     return in.getExtensionsList().stream()
         .map(com.google.protobuf.ByteString::toByteArray)
         .toList();

@@ -9,7 +9,8 @@ import java.util.regex.Pattern;
 /**
  * Describes a plugin. It is sent in every heartbeat and answered by GetInfo, hooks and call
  * policies included, so the two always agree. (Its capabilities follow from the methods the plugin
- * overrides: see {@link Plugin}.)
+ * overrides: see {@link Plugin}; and CHILDREN from the child kinds of its offers, {@link
+ * Offer#withChild}.)
  *
  * <pre>{@code
  * Info info = Info.builder("hello")

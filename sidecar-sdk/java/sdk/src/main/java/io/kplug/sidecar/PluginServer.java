@@ -57,7 +57,7 @@ public final class PluginServer {
   private PluginServer(Builder b, Path socketDir, Duration interval) {
     this.info = b.info;
     this.plugin = b.plugin;
-    this.capabilities = Capabilities.of(plugin);
+    this.capabilities = Capabilities.of(plugin, info);
     this.socketDir = socketDir;
     this.socketPath =
         socketDir
@@ -171,7 +171,7 @@ public final class PluginServer {
      */
     public PluginServer build() throws StartupException {
       Info.validateName(info.name());
-      info.validateDeclarations(Capabilities.of(plugin));
+      info.validateDeclarations(Capabilities.of(plugin, info));
       if (heartbeatInterval != null
           && (heartbeatInterval.isNegative() || heartbeatInterval.isZero())) {
         throw config("heartbeatInterval(" + heartbeatInterval + "): it must be positive");

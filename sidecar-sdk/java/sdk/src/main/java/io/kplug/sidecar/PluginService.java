@@ -98,7 +98,8 @@ final class PluginService extends PluginGrpc.PluginImplBase {
             plugin::reconcile,
             in.getImplementation(),
             in.getObject(),
-            extensions(in.getExtensionsList()));
+            bytes(in.getExtensionsList()),
+            bytes(in.getChildrenList()));
     answer(out, response.toReconcileResponse());
   }
 
@@ -110,7 +111,8 @@ final class PluginService extends PluginGrpc.PluginImplBase {
             plugin::finalize,
             in.getImplementation(),
             in.getObject(),
-            extensions(in.getExtensionsList()));
+            bytes(in.getExtensionsList()),
+            bytes(in.getChildrenList()));
     if (response.dropsInFinalize()) {
       logger.log(
           Level.WARNING,
@@ -216,8 +218,8 @@ final class PluginService extends PluginGrpc.PluginImplBase {
     T run() throws Exception;
   }
 
-  private static List<byte[]> extensions(List<com.google.protobuf.ByteString> extensions) {
-    return extensions.stream().map(com.google.protobuf.ByteString::toByteArray).toList();
+  private static List<byte[]> bytes(List<com.google.protobuf.ByteString> objects) {
+    return objects.stream().map(com.google.protobuf.ByteString::toByteArray).toList();
   }
 
   /**
@@ -229,12 +231,13 @@ final class PluginService extends PluginGrpc.PluginImplBase {
       Handler handler,
       String implementation,
       com.google.protobuf.ByteString object,
-      List<byte[]> extensions) {
+      List<byte[]> extensions,
+      List<byte[]> children) {
     Span span = Tracing.handlerSpan(info.name(), call);
     try (Scope scope = span.makeCurrent()) {
       Request request;
       try {
-        request = Request.decode(implementation, object.toByteArray(), extensions);
+        request = Request.decode(implementation, object.toByteArray(), extensions, children);
       } catch (InvalidRequestException e) {
         logger.log(
             Level.ERROR,

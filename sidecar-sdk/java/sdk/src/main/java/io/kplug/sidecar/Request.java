@@ -10,22 +10,27 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A Reconcile or Finalize call: the base object and the extensions the plugin declared for the
- * chosen implementation.
+ * A Reconcile or Finalize call: the base object, the extensions the plugin declared for the chosen
+ * implementation, and the children the operator manages for it on the plugin's behalf.
  */
 public final class Request {
   private final String implementation;
   private final KubeObject object;
   private final List<KubeObject> extensions;
+  private final List<KubeObject> children;
   private final Context call;
 
-  private Request(String implementation, KubeObject object, List<KubeObject> extensions) {
+  private Request(
+      String implementation,
+      KubeObject object,
+      List<KubeObject> extensions,
+      List<KubeObject> children,
+      Context call) {
     this.implementation = implementation;
     this.object = object;
     this.extensions = extensions;
-    // The gRPC call this request came with (its deadline, its cancellation): the SDK decodes
-    // requests on the thread that runs the handler. Outside a call, the root context.
-    this.call = Context.current();
+    this.children = children;
+    this.call = call;
   }
 
   /**
@@ -44,17 +49,48 @@ public final class Request {
    */
   public static Request decode(String implementation, byte[] object, byte[]... extensions)
       throws InvalidRequestException {
-    return decode(implementation, object, List.of(extensions));
+    return decode(implementation, object, List.of(extensions), List.of());
   }
 
-  static Request decode(String implementation, byte[] object, List<byte[]> extensions)
+  static Request decode(
+      String implementation, byte[] object, List<byte[]> extensions, List<byte[]> children)
       throws InvalidRequestException {
     KubeObject base = KubeObject.decode(object, "the base object");
-    var decoded = new ArrayList<KubeObject>(extensions.size());
-    for (int i = 0; i < extensions.size(); i++) {
-      decoded.add(KubeObject.decode(extensions.get(i), "extension #" + i));
+    // The gRPC call this request came with (its deadline, its cancellation): the SDK decodes
+    // requests on the thread that runs the handler. Outside a call, the root context.
+    return new Request(
+        implementation,
+        base,
+        decodeAll(extensions, "extension #"),
+        decodeAll(children, "child #"),
+        Context.current());
+  }
+
+  private static List<KubeObject> decodeAll(List<byte[]> objects, String what)
+      throws InvalidRequestException {
+    var decoded = new ArrayList<KubeObject>(objects.size());
+    for (int i = 0; i < objects.size(); i++) {
+      decoded.add(KubeObject.decode(objects.get(i), what + i));
     }
-    return new Request(implementation, base, List.copyOf(decoded));
+    return List.copyOf(decoded);
+  }
+
+  /**
+   * This request with {@code children} as the observed children, decoded from the JSON the operator
+   * sends (as the SDK does for every call); for plugins' unit tests:
+   *
+   * <pre>{@code
+   * var request = Request.decode("Hello", object).withChildren("""
+   *     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "greeting"}}"""
+   *     .getBytes(UTF_8));
+   * }</pre>
+   *
+   * @throws InvalidRequestException with the protocol's message, e.g. "kplug: child #0 is not a
+   *     JSON object"
+   */
+  public Request withChildren(byte[]... children) throws InvalidRequestException {
+    return new Request(
+        implementation, object, extensions, decodeAll(List.of(children), "child #"), call);
   }
 
   /**
@@ -76,6 +112,26 @@ public final class Request {
    */
   public List<KubeObject> extensions() {
     return extensions;
+  }
+
+  /**
+   * The observed children of the base object that the operator manages for this plugin (of the
+   * kinds its offer declares with {@link Offer#withChild}), as they are now: with their status
+   * (e.g. a Deployment's {@code readyReplicas}), including those being deleted. Empty when the
+   * offer declares no child kinds.
+   */
+  public List<KubeObject> children() {
+    return children;
+  }
+
+  /**
+   * The observed child of {@code kind} (e.g. "Deployment") named {@code name}; empty when there is
+   * none (not created yet, or deleted since).
+   */
+  public Optional<KubeObject> child(String kind, String name) {
+    return children.stream()
+        .filter(c -> c.kind().equals(kind) && c.name().equals(name))
+        .findFirst();
   }
 
   /** The base object's name. */

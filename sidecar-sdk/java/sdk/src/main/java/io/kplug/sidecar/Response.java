@@ -29,10 +29,11 @@ import kplug.v1.Types;
  * first such mistake is kept ({@link #problem()}) and the response is sent as OUTCOME_FAILED with
  * the message "plugin bug: ..." and nothing else, so that it shows on the resource.
  *
- * <p>A Finalize answer carries only the outcome, message, retry delay and events; the rest is
- * dropped (with a warning in the log). A hook's answer carries the outcome, message, retry delay,
- * status (written under {@code status.hooks.<plugin>}, where the operator's keys may be used) and
- * events; conditions and extension statuses make it OUTCOME_FAILED ("plugin bug: ...").
+ * <p>A Finalize answer carries only the outcome, message, retry delay, events and children; the
+ * rest is dropped (with a warning in the log). A hook's answer carries the outcome, message, retry
+ * delay, status (written under {@code status.hooks.<plugin>}, where the operator's keys may be
+ * used) and events; conditions, extension statuses and children make it OUTCOME_FAILED ("plugin
+ * bug: ...").
  *
  * <p>A Response is a builder: not safe for use by several threads at once.
  */
@@ -44,6 +45,9 @@ public final class Response {
   private final List<PluginOuterClass.ObjectStatus> extensionStatuses = new ArrayList<>();
   private final List<Types.Condition> conditions = new ArrayList<>();
   private final List<Types.Event> events = new ArrayList<>();
+  // The desired children, each compact JSON: null leaves the children as they are, a list (even
+  // empty) is the whole set.
+  private List<ByteString> children;
   private String problem;
   // A reserved key in the base object's status: a mistake in Reconcile and Finalize, not in a
   // hook, whose status lands under status.hooks.<plugin> where no key is the operator's.
@@ -218,6 +222,51 @@ public final class Response {
     return this;
   }
 
+  /**
+   * Adds a child: a Kubernetes object the operator applies for this base object, with {@code
+   * apiVersion}, {@code kind}, {@code metadata.name} and the fields the plugin manages. Anything
+   * Jackson serializes to a JSON object will do: a {@code Map}, a record or bean, a Jackson {@code
+   * ObjectNode}, or a typed object of a Kubernetes client. Its kind must be one the offer declares
+   * ({@link Offer#withChild}); the operator puts it in the base object's namespace, owns it and
+   * watches it.
+   *
+   * <pre>{@code
+   * return Response.ok()
+   *     .withChild(Map.of(
+   *         "apiVersion", "v1",
+   *         "kind", "ConfigMap",
+   *         "metadata", Map.of("name", "greeting-" + request.name()),
+   *         "data", Map.of("greeting", "hello, world")));
+   * }</pre>
+   *
+   * <p>An answer that adds a child, or calls {@link #withChildren}, carries the whole set of
+   * desired children: on OK the operator deletes the children it no longer lists. An answer with
+   * neither leaves the children as they are. Only Reconcile and Finalize answers carry children.
+   */
+  public Response withChild(Object child) {
+    if (children == null) {
+      children = new ArrayList<>();
+    }
+    ObjectNode object = object(child, "a child");
+    if (object != null) {
+      children.add(ByteString.copyFrom(Json.encode(object)));
+    }
+    return this;
+  }
+
+  /**
+   * Sets the whole set of desired children (see {@link #withChild}), replacing those added before.
+   * An empty set deletes every child on OK.
+   */
+  public Response withChildren(Iterable<?> children) {
+    Objects.requireNonNull(children, "children");
+    this.children = new ArrayList<>();
+    for (Object child : children) {
+      withChild(child);
+    }
+    return this;
+  }
+
   private ObjectNode object(Object value, String what) {
     JsonNode tree;
     try {
@@ -277,14 +326,17 @@ public final class Response {
   }
 
   /**
-   * The first mistake of this response as a hook's answer, or null: conditions and extension
-   * statuses are not a hook's to set, and a reserved status key is none (its status lands under
+   * The first mistake of this response as a hook's answer, or null: conditions, extension statuses
+   * and children are not a hook's to set, and a reserved status key is none (its status lands under
    * {@code status.hooks.<plugin>}).
    */
   String hookProblem() {
     if (!conditions.isEmpty() || !extensionStatuses.isEmpty()) {
       return "a hook's response sets conditions or extension statuses; a hook writes only its"
           + " status (under status.hooks.<plugin>) and events";
+    }
+    if (children != null) {
+      return "a hook's response sets children; only Reconcile and Finalize answers carry children";
     }
     return problem;
   }
@@ -317,12 +369,20 @@ public final class Response {
     if (s.status != null) {
       wire.setStatus(ByteString.copyFrom(s.status));
     }
+    if (s.children != null) {
+      wire.setChildren(childrenProto(s.children));
+    }
     return wire.build();
   }
 
+  private static Types.Children childrenProto(List<ByteString> children) {
+    return Types.Children.newBuilder().addAllObjects(children).build();
+  }
+
   /**
-   * The response as sent in answer to Finalize: the outcome, message, retry delay and events
-   * (statuses and conditions are dropped: the object is going away).
+   * The response as sent in answer to Finalize: the outcome, message, retry delay, events and the
+   * children still wanted while clean-up goes on (statuses and conditions are dropped: the object
+   * is going away; once the answer is OK, every child goes).
    */
   public PluginOuterClass.FinalizeResponse toFinalizeResponse() {
     Response s = sent();
@@ -334,13 +394,16 @@ public final class Response {
     if (s.retryAfter != null) {
       wire.setRetryAfter(Durations.toProto(s.retryAfter));
     }
+    if (s.children != null) {
+      wire.setChildren(childrenProto(s.children));
+    }
     return wire.build();
   }
 
   /**
    * The response as sent in answer to Hook: the outcome, message, retry delay, status and events.
-   * Conditions and extension statuses are not a hook's to set: a response with them is sent as
-   * OUTCOME_FAILED "plugin bug: ...", like the other mistakes.
+   * Conditions, extension statuses and children are not a hook's to set: a response with them is
+   * sent as OUTCOME_FAILED "plugin bug: ...", like the other mistakes.
    */
   public PluginOuterClass.HookResponse toHookResponse() {
     String mistake = hookProblem();

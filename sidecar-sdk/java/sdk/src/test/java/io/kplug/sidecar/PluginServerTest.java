@@ -25,6 +25,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -94,8 +95,12 @@ class PluginServerTest {
   }
 
   private PluginServer start(Plugin plugin, Duration interval) throws Exception {
+    return start(INFO, plugin, interval);
+  }
+
+  private PluginServer start(Info info, Plugin plugin, Duration interval) throws Exception {
     server =
-        PluginServer.builder(INFO, plugin)
+        PluginServer.builder(info, plugin)
             .socketDir(dir)
             .heartbeatInterval(interval)
             .randomUnit(() -> 0)
@@ -251,7 +256,7 @@ class PluginServerTest {
   void overridingACallAdvertisesIt() throws Exception {
     assertEquals(
         List.of(Types.Capability.CAPABILITY_RECONCILE),
-        Capabilities.of(request -> Response.ok()).toProto());
+        Capabilities.of(request -> Response.ok(), INFO).toProto());
     assertEquals(
         List.of(
             Types.Capability.CAPABILITY_RECONCILE,
@@ -259,7 +264,139 @@ class PluginServerTest {
             Types.Capability.CAPABILITY_VALIDATE,
             Types.Capability.CAPABILITY_DEFAULT,
             Types.Capability.CAPABILITY_HOOKS),
-        Capabilities.of(new Everything()).toProto());
+        Capabilities.of(new Everything(), INFO).toProto());
+    // CHILDREN follows from the offers, last, as every SDK sends it; MUTATE is never advertised.
+    assertEquals(
+        List.of(
+            Types.Capability.CAPABILITY_RECONCILE,
+            Types.Capability.CAPABILITY_FINALIZE,
+            Types.Capability.CAPABILITY_VALIDATE,
+            Types.Capability.CAPABILITY_DEFAULT,
+            Types.Capability.CAPABILITY_HOOKS,
+            Types.Capability.CAPABILITY_CHILDREN),
+        Capabilities.of(new Everything(), PARENT).toProto());
+  }
+
+  private static final Info PARENT =
+      Info.builder("parent")
+          .offer(
+              Offer.of(new GroupKind("example.com", "Widget"), "W")
+                  .withChild("v1", "ConfigMap")
+                  .withChild("apps/v1", "Deployment"))
+          .build();
+
+  /** Desires one ConfigMap per base object, and reports the children it observed. */
+  static final class Parent implements Plugin {
+    @Override
+    public Response reconcile(Request request) {
+      return Response.ok()
+          .withStatus(
+              Map.of(
+                  "observed",
+                  request.children().stream().map(c -> c.kind() + "/" + c.name()).toList()))
+          .withChild(
+              Map.of(
+                  "apiVersion",
+                  "v1",
+                  "kind",
+                  "ConfigMap",
+                  "metadata",
+                  Map.of("name", request.name() + "-settings")));
+    }
+
+    @Override
+    public Response finalize(Request request) {
+      if (request.child("Deployment", request.name()).isPresent()) {
+        return Response.retry(Duration.ofSeconds(1))
+            .withMessage("draining")
+            .withChildren(List.of());
+      }
+      return Response.ok();
+    }
+  }
+
+  @Test
+  void childKindsAreAdvertisedAndChildrenTravelBothWays() throws Exception {
+    registry = new FakeRegistry(dir);
+    registry.answer(true, "", Duration.ofMillis(50));
+    start(PARENT, new Parent(), Duration.ofSeconds(5));
+    List<FakeRegistry.Beat> beats = registry.awaitBeats(1, Duration.ofSeconds(10));
+
+    var info = dial().getInfo(PluginOuterClass.GetInfoRequest.getDefaultInstance());
+    var want =
+        List.of(
+            Types.Capability.CAPABILITY_RECONCILE,
+            Types.Capability.CAPABILITY_FINALIZE,
+            Types.Capability.CAPABILITY_CHILDREN);
+    assertEquals(want, info.getCapabilitiesList());
+    assertEquals(
+        List.of(
+            Types.GroupVersionKind.newBuilder().setVersion("v1").setKind("ConfigMap").build(),
+            Types.GroupVersionKind.newBuilder()
+                .setGroup("apps")
+                .setVersion("v1")
+                .setKind("Deployment")
+                .build()),
+        info.getOffers(0).getChildrenList());
+    assertEquals(0, info.getMutationsCount());
+    var beat = beats.get(0).request();
+    assertEquals(want, beat.getCapabilitiesList());
+    assertEquals(info.getOffersList(), beat.getOffersList());
+    assertEquals(0, beat.getMutationsCount());
+
+    var reconciled =
+        dial()
+            .reconcile(
+                reconcile().toBuilder()
+                    .addChildren(utf8("{\"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"a\"}}"))
+                    .addChildren(
+                        utf8("{\"kind\": \"Deployment\", \"metadata\": {\"name\": \"w\"}}"))
+                    .build());
+    assertEquals(Types.Outcome.OUTCOME_OK, reconciled.getOutcome());
+    assertEquals(
+        "{\"observed\":[\"ConfigMap/a\",\"Deployment/w\"]}", reconciled.getStatus().toStringUtf8());
+    assertEquals(1, reconciled.getChildren().getObjectsCount());
+    // Map.of has no order: the child compares as a JSON tree.
+    assertEquals(
+        Json.MAPPER.readTree(
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"w-settings\"}}"),
+        Json.MAPPER.readTree(reconciled.getChildren().getObjects(0).toByteArray()));
+
+    // An observed child that is not an object: the handler is not called.
+    var refused = dial().reconcile(reconcile().toBuilder().addChildren(utf8("[]")).build());
+    assertEquals(Types.Outcome.OUTCOME_FAILED, refused.getOutcome());
+    assertEquals("kplug: child #0 is not a JSON object", refused.getMessage());
+    assertFalse(refused.hasChildren());
+
+    // Finalize is sent the children that still exist, and may keep some.
+    var finalized =
+        dial()
+            .finalize(
+                PluginOuterClass.FinalizeRequest.newBuilder()
+                    .setImplementation("W")
+                    .setObject(ByteString.copyFrom(WIDGET))
+                    .addChildren(
+                        utf8("{\"kind\": \"Deployment\", \"metadata\": {\"name\": \"w\"}}"))
+                    .build());
+    assertEquals(Types.Outcome.OUTCOME_RETRY, finalized.getOutcome());
+    assertTrue(finalized.hasChildren());
+    assertEquals(0, finalized.getChildren().getObjectsCount());
+
+    // The SDK does not implement Mutate yet: UNIMPLEMENTED, and never advertised.
+    var e =
+        assertThrows(
+            StatusRuntimeException.class,
+            () ->
+                dial()
+                    .mutate(
+                        PluginOuterClass.MutateRequest.newBuilder()
+                            .setObject(ByteString.copyFrom(WIDGET))
+                            .build()));
+    assertEquals(Status.Code.UNIMPLEMENTED, e.getStatus().getCode());
+  }
+
+  private static ByteString utf8(String json) {
+    return ByteString.copyFromUtf8(json);
   }
 
   @Test

@@ -1,12 +1,14 @@
 package io.kplug.sidecar;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import kplug.v1.Types;
 import org.junit.jupiter.api.Test;
@@ -144,5 +146,124 @@ class RequestResponseTest {
             .toDefaultResponse()
             .getPatch()
             .toStringUtf8());
+  }
+
+  private static final String CONFIG_MAP =
+      "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"settings\"}}";
+
+  private static final String DEPLOYMENT =
+      """
+      {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "server"},
+       "status": {"readyReplicas": 2}}""";
+
+  @Test
+  void childKindsAreNamedByApiVersionAndKind() {
+    assertEquals(
+        new GroupVersionKind("", "v1", "ConfigMap"), GroupVersionKind.of("v1", "ConfigMap"));
+    var deployment = GroupVersionKind.of("apps/v1", "Deployment");
+    assertEquals(new GroupVersionKind("apps", "v1", "Deployment"), deployment);
+    assertEquals("apps/v1", deployment.apiVersion());
+    assertEquals("v1", GroupVersionKind.of("v1", "ConfigMap").apiVersion());
+    Offer offer =
+        Offer.of(new GroupKind("x.io", "T"), "I")
+            .withChild("v1", "ConfigMap")
+            .withChild("apps/v1", "Deployment");
+    assertEquals(List.of(GroupVersionKind.of("v1", "ConfigMap"), deployment), offer.children());
+    assertEquals(List.of(), Offer.of(new GroupKind("x.io", "T"), "I").children());
+    assertEquals("apps", offer.toProto().getChildren(1).getGroup());
+  }
+
+  @Test
+  void observedChildrenAreDecodedLikeExtensions() throws Exception {
+    Request request = Request.decode("I", json("{\"kind\": \"T\"}"));
+    assertEquals(List.of(), request.children());
+    Request withChildren = request.withChildren(json(CONFIG_MAP), json(DEPLOYMENT));
+    assertEquals(List.of(), request.children(), "withChildren returns a new request");
+    assertEquals(2, withChildren.children().size());
+    assertEquals(
+        2L,
+        withChildren
+            .child("Deployment", "server")
+            .orElseThrow()
+            .get("status", "readyReplicas")
+            .orElseThrow());
+    assertEquals("settings", withChildren.child("ConfigMap", "settings").orElseThrow().name());
+    assertTrue(withChildren.child("ConfigMap", "server").isEmpty());
+    assertTrue(withChildren.child("Deployment", "other").isEmpty());
+
+    var notAnObject =
+        assertThrows(
+            InvalidRequestException.class,
+            () -> request.withChildren(json(CONFIG_MAP), json("[]")));
+    assertEquals("kplug: child #1 is not a JSON object", notAnObject.getMessage());
+    var invalid =
+        assertThrows(InvalidRequestException.class, () -> request.withChildren(json("{")));
+    assertTrue(
+        invalid.getMessage().startsWith("kplug: child #0 is not valid JSON: "),
+        invalid.getMessage());
+  }
+
+  record Metadata(String name) {}
+
+  record ConfigMap(String apiVersion, String kind, Metadata metadata, Map<String, String> data) {}
+
+  @Test
+  void desiredChildrenAreSentOnlyWhenSet() {
+    assertFalse(Response.ok().toReconcileResponse().hasChildren());
+    assertFalse(Response.ok().toFinalizeResponse().hasChildren());
+
+    var none = Response.ok().withChildren(List.of());
+    assertTrue(none.toReconcileResponse().hasChildren());
+    assertEquals(0, none.toReconcileResponse().getChildren().getObjectsCount());
+    assertTrue(none.toFinalizeResponse().hasChildren());
+
+    var typed =
+        Response.retry()
+            .withChild(new ConfigMap("v1", "ConfigMap", new Metadata("a"), Map.of("k", "vä")))
+            .toReconcileResponse();
+    assertEquals(Types.Outcome.OUTCOME_RETRY, typed.getOutcome());
+    assertEquals(
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"},\"data\":{\"k\":\"vä\"}}",
+        typed.getChildren().getObjects(0).toStringUtf8());
+
+    // withChildren replaces what was added before; withChild adds to the set.
+    var replaced =
+        Response.ok()
+            .withChild(Map.of("kind", "ConfigMap"))
+            .withChildren(List.of(Map.of("kind", "Secret")))
+            .withChild(Json.MAPPER.createObjectNode().put("kind", "Service"))
+            .toFinalizeResponse();
+    assertEquals(
+        List.of("{\"kind\":\"Secret\"}", "{\"kind\":\"Service\"}"),
+        replaced.getChildren().getObjectsList().stream().map(b -> b.toStringUtf8()).toList());
+  }
+
+  @Test
+  void aChildThatIsNotAnObjectFailsTheAnswer() {
+    for (Object child : new Object[] {List.of(1), "ConfigMap", null}) {
+      Response response = Response.ok().withStatus(Map.of("a", 1)).withChild(child);
+      assertTrue(
+          response.problem().startsWith("a child must be a JSON object"), response.problem());
+      var wire = response.toReconcileResponse();
+      assertEquals(Types.Outcome.OUTCOME_FAILED, wire.getOutcome());
+      assertTrue(wire.getMessage().startsWith("plugin bug: a child must be a JSON object"));
+      assertFalse(wire.hasChildren());
+      assertTrue(wire.getStatus().isEmpty());
+    }
+  }
+
+  @Test
+  void aHooksAnswerCarriesNoChildren() {
+    for (Response response :
+        List.of(
+            Response.ok().withChild(Map.of("kind", "ConfigMap")),
+            Response.ok().withChildren(List.of()))) {
+      var wire = response.toHookResponse();
+      assertEquals(Types.Outcome.OUTCOME_FAILED, wire.getOutcome());
+      assertEquals(
+          "plugin bug: a hook's response sets children; only Reconcile and Finalize answers carry"
+              + " children",
+          wire.getMessage());
+    }
   }
 }
