@@ -106,7 +106,9 @@ class PluginInfo:
     (the operator then adds a finalizer and calls ``Plugin.finalize`` before
     deletion). Left at ``None``, it is advertised when the plugin class
     overrides ``finalize``. (VALIDATE, DEFAULT and HOOKS are advertised exactly when the plugin
-    class overrides ``validate``, ``default`` and ``hook``.)
+    class overrides ``validate``, ``default`` and ``hook``; CHILDREN exactly when an offer
+    declares child kinds, :attr:`Offer.children`. MUTATE never: this SDK does not serve Mutate
+    yet.)
 
     ``hooks`` are the hooks the plugin declares (the plugin must override ``Plugin.hook``);
     ``call_policies`` ask for a deadline, and for admission a failure policy, per call (one per
