@@ -39,6 +39,16 @@ class Conformance(kplug.Plugin):
             response.with_status(c["status"])
         if c.get("echo"):
             response.with_status({"echo": _echo(request)})
+        if c.get("echoChildren"):
+            response.with_status(
+                {
+                    "observedChildren": [
+                        f"{child.get('kind', '')}/{_name(child)}" for child in request.children
+                    ]
+                }
+            )
+        if isinstance(c.get("children"), list):
+            response.with_children(c["children"])
         if "extensionStatus" in c:
             for extension in request.extensions:
                 response.extension_status(extension, c["extensionStatus"])
@@ -203,6 +213,12 @@ def info() -> kplug.PluginInfo:
                 base=kplug.GroupKind(o["base"]["group"], o["base"]["kind"]),
                 implementation=o["implementation"],
                 extensions=[kplug.GroupKind(e["group"], e["kind"]) for e in o["extensions"]],
+                children=[
+                    kplug.ChildKind(
+                        f"{c['group']}/{c['version']}" if c["group"] else c["version"], c["kind"]
+                    )
+                    for c in o["children"]
+                ],
             )
             for o in plugin["offers"]
         ],

@@ -66,7 +66,7 @@ def test_case(case: dict[str, Any], stub: plugin_pb2_grpc.PluginStub) -> None:
             phase=f"HOOK_PHASE_{request['phase']}",
             implementation=request["implementation"],
             object=object_bytes(request),
-            extensions=[encode(e) for e in request["extensions"]],
+            extensions=[encode(e) for e in request.get("extensions", [])],
             outcome=f"OUTCOME_{request['outcome']}",
             message=request["message"],
         )
@@ -78,10 +78,15 @@ def test_case(case: dict[str, Any], stub: plugin_pb2_grpc.PluginStub) -> None:
         wire = wire_type(
             implementation=request["implementation"],
             object=object_bytes(request),
-            extensions=[encode(e) for e in request["extensions"]],
+            extensions=[encode(e) for e in request.get("extensions", [])],
+            children=[encode(c) for c in request.get("children", [])],
         )
         call = stub.Reconcile if rpc == "Reconcile" else stub.Finalize
         actual = response_json(call(wire, timeout=5))
+    if rpc == "Reconcile":
+        # A Reconcile case that says nothing of children expects none: the answer leaves them
+        # as they are.
+        expected.setdefault("children", None)
     if "message_contains" in expected:
         assert expected.pop("message_contains") in actual["message"]
         del actual["message"]
@@ -130,6 +135,9 @@ def info_json(info: plugin_pb2.GetInfoResponse) -> dict[str, Any]:
                 "base": {"group": o.base.group, "kind": o.base.kind},
                 "implementation": o.implementation,
                 "extensions": [{"group": e.group, "kind": e.kind} for e in o.extensions],
+                "children": [
+                    {"group": c.group, "version": c.version, "kind": c.kind} for c in o.children
+                ],
             }
             for o in info.offers
         ],
@@ -193,6 +201,7 @@ def response_json(response: Message) -> dict[str, Any]:
             }
             for c in response.conditions
         ]
+        actual["children"] = children_json(response)
     actual["events"] = [
         {
             "type": types_pb2.EventType.Name(e.type).removeprefix("EVENT_TYPE_").capitalize(),
@@ -203,6 +212,14 @@ def response_json(response: Message) -> dict[str, Any]:
         for e in response.events  # type: ignore[attr-defined]
     ]
     return actual
+
+
+def children_json(response: plugin_pb2.ReconcileResponse) -> list[Any] | None:
+    """The desired children: None when the answer has no children message (which leaves them
+    as they are), else each decoded, in order."""
+    if not response.HasField("children"):
+        return None
+    return [json.loads(child) for child in response.children.objects]
 
 
 def status_json(raw: bytes) -> Any:

@@ -107,6 +107,60 @@ def test_capabilities_follow_the_overridden_methods() -> None:
     ]
 
 
+def test_children_capability_follows_the_offers_child_kinds() -> None:
+    parent = kplug.Offer(WIDGET, "P", children=[kplug.ChildKind("apps/v1", "Deployment")])
+    plain = kplug.Offer(kplug.GroupKind("example.com", "Gadget"), "P")
+    # One offer with child kinds is enough; CHILDREN comes last, as in every SDK.
+    info = kplug.PluginInfo(name="p", version="1", offers=[plain, parent])
+    assert capabilities(Plain(), info) == [
+        types_pb2.CAPABILITY_RECONCILE,
+        types_pb2.CAPABILITY_CHILDREN,
+    ]
+    assert capabilities(Tables(), info) == [
+        types_pb2.CAPABILITY_RECONCILE,
+        types_pb2.CAPABILITY_VALIDATE,
+        types_pb2.CAPABILITY_DEFAULT,
+        types_pb2.CAPABILITY_HOOKS,
+        types_pb2.CAPABILITY_CHILDREN,
+    ]
+    assert types_pb2.CAPABILITY_MUTATE not in capabilities(Tables(), info)
+
+
+def test_child_kinds_by_api_version() -> None:
+    deployment = kplug.ChildKind("apps/v1", "Deployment")
+    config_map = kplug.ChildKind("v1", "ConfigMap")
+    assert (deployment.group, deployment.version) == ("apps", "v1")
+    assert (config_map.group, config_map.version) == ("", "v1")
+    offer = kplug.Offer(WIDGET, "P", children=[config_map, deployment]).to_proto()
+    assert [(c.group, c.version, c.kind) for c in offer.children] == [
+        ("", "v1", "ConfigMap"),
+        ("apps", "v1", "Deployment"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("children", "message"),
+    [
+        ([kplug.ChildKind("apps/v1", "")], "needs an apiVersion"),
+        ([kplug.ChildKind("", "ConfigMap")], "needs an apiVersion"),
+        ([kplug.ChildKind("apps/", "Deployment")], "needs an apiVersion"),
+        ([kplug.ChildKind("a/b/v1", "Deployment")], "needs an apiVersion"),
+        ([("apps/v1", "Deployment")], "is not a kplug.ChildKind"),
+        (
+            [kplug.ChildKind("v1", f"Kind{i}") for i in range(17)],
+            "17 child kinds in offer 'T' are declared; at most 16",
+        ),
+    ],
+)
+def test_child_kinds_are_checked_at_startup(children: list[kplug.ChildKind], message: str) -> None:
+    info = kplug.PluginInfo(
+        name="tables", version="1", offers=[kplug.Offer(WIDGET, "T", children=children)]
+    )
+    with pytest.raises(kplug.StartupError, match="plugin tables cannot start") as raised:
+        kplug.PluginServer(Tables(), info)
+    assert message in str(raised.value)
+
+
 async def test_getinfo_and_heartbeats_declare_the_same_hooks_and_policies(
     tables: kplug.PluginServer, registry: FakeRegistry
 ) -> None:

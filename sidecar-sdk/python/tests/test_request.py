@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -120,3 +121,65 @@ def test_from_json_refuses_what_the_operator_could_not_send() -> None:
         Request.from_json("PostgreSQL", BASE, [{"spec": {"ratio": float("nan")}}])
     with pytest.raises(InvalidRequestError, match="the base object cannot be encoded as JSON"):
         Request.from_json("PostgreSQL", {"spec": {"when": object()}})
+
+
+SETTINGS = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "users-settings", "namespace": "shop"},
+    "data": {"greeting": "hello, wörld"},
+}
+SERVER = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "users-server", "namespace": "shop"},
+    "status": {"readyReplicas": 2},
+}
+
+
+def test_observed_children_are_decoded_and_found_by_kind_and_name() -> None:
+    request = Request.decode(
+        "PostgreSQL",
+        json.dumps(BASE).encode(),
+        [json.dumps(PG).encode()],
+        [json.dumps(SETTINGS, ensure_ascii=False).encode(), json.dumps(SERVER).encode()],
+    )
+    assert request.children == [SETTINGS, SERVER]
+    assert request.extensions == [PG]  # children are not extensions, nor the reverse
+    assert request.child("Deployment", "users-server") == SERVER
+    assert request.child("Deployment", "users-settings") is None  # the name of another kind
+    assert request.child("Service", "users-server") is None
+    assert request.children_of("ConfigMap") == [SETTINGS]
+    assert request.children_of("Secret") == []
+
+
+def test_no_children_by_default() -> None:
+    request = decode(BASE, PG)
+    assert request.children == []
+    assert request.child("ConfigMap", "users-settings") is None
+
+
+@pytest.mark.parametrize(
+    ("children", "message"),
+    [
+        ([b"{}", b"{oops"], "kplug: child #1 is not valid JSON: "),
+        ([b'{"a": Infinity}'], "kplug: child #0 is not valid JSON: "),
+        ([b"[1]"], "kplug: child #0 is not a JSON object"),
+        ([b"{}", b"{}", b"null"], "kplug: child #2 is not a JSON object"),
+    ],
+)
+def test_an_observed_child_that_is_not_an_object_is_refused(
+    children: list[bytes], message: str
+) -> None:
+    with pytest.raises(InvalidRequestError, match=r"^" + re.escape(message)):
+        Request.decode("x", b"{}", [], children)
+
+
+def test_from_json_carries_observed_children() -> None:
+    request = Request.from_json("PostgreSQL", BASE, [PG], children=[SETTINGS, json.dumps(SERVER)])
+    assert request.children == [SETTINGS, SERVER]
+    assert request.children[0] is not SETTINGS  # decoded afresh, as in a real call
+    with pytest.raises(InvalidRequestError, match=r"^kplug: child #1 is not a JSON object"):
+        Request.from_json("PostgreSQL", BASE, children=[SETTINGS, "[]"])
+    with pytest.raises(InvalidRequestError, match=r"child #0 cannot be encoded as JSON"):
+        Request.from_json("PostgreSQL", BASE, children=[{"data": {"ratio": float("nan")}}])

@@ -143,5 +143,71 @@ def test_finalize_carries_outcome_and_events_only() -> None:
         3,
     )
     assert [e.reason for e in wire.events] == ["Dropping"]
+    assert not wire.HasField("children")
     with pytest.raises(ValueError, match="a Finalize response carries no status"):
         Response.ok(status={"a": 1}).to_finalize_proto(BASE, [])
+
+
+CONFIG_MAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "users-settings"},
+    "data": {"greeting": "hello, wörld"},
+}
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "users"}}
+
+
+def test_children_are_sent_only_when_set() -> None:
+    # Unset leaves the children as they are: no children message at all.
+    untouched = Response.ok()
+    assert untouched.children is None
+    assert not untouched.to_reconcile_proto(BASE, []).HasField("children")
+    # Set, even empty, is the whole set: the message is there, with no objects.
+    empty = Response.ok().with_children([]).to_reconcile_proto(BASE, [])
+    assert empty.HasField("children")
+    assert list(empty.children.objects) == []
+
+
+def test_children_are_added_in_order_as_compact_json() -> None:
+    response = Response.retry(5, "waiting for the Job").child(CONFIG_MAP).child(DEPLOYMENT)
+    assert response.children == [CONFIG_MAP, DEPLOYMENT]
+    wire = response.to_reconcile_proto(BASE, [])
+    assert wire.outcome == types_pb2.OUTCOME_RETRY  # applied on RETRY too: the operator decides
+    assert (
+        wire.children.objects[0]
+        == json.dumps(CONFIG_MAP, separators=(",", ":"), ensure_ascii=False).encode()
+    )
+    assert [json.loads(c) for c in wire.children.objects] == [CONFIG_MAP, DEPLOYMENT]
+
+
+def test_with_children_replaces_the_set_and_copies_it() -> None:
+    source = [CONFIG_MAP]
+    response = Response.ok().child(DEPLOYMENT).with_children(source)
+    assert response.children == [CONFIG_MAP]
+    source.append(DEPLOYMENT)  # a later change to the caller's list is not sent
+    assert response.children is not None
+    response.children[0]["data"] = {}
+    assert CONFIG_MAP["data"] == {"greeting": "hello, wörld"}  # nor is the caller's dict changed
+    assert response.child(DEPLOYMENT).children == [{**CONFIG_MAP, "data": {}}, DEPLOYMENT]
+
+
+@pytest.mark.parametrize("child", [42, ["a"], "ConfigMap", None])
+def test_a_child_that_is_not_an_object_is_refused(child: object) -> None:
+    with pytest.raises(ValueError, match="a child must be a JSON object"):
+        Response.ok().child(child)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a child must be a JSON object"):
+        Response.ok().with_children([CONFIG_MAP, child])  # type: ignore[list-item]
+
+
+def test_a_child_must_be_json() -> None:
+    response = Response.ok().child({**CONFIG_MAP, "data": {"ratio": float("nan")}})
+    with pytest.raises(ValueError, match="child #0 cannot be encoded as JSON"):
+        response.to_reconcile_proto(BASE, [])
+
+
+def test_finalize_carries_children() -> None:
+    wire = Response.retry(1, "draining").child(CONFIG_MAP).to_finalize_proto(BASE, [])
+    assert [json.loads(c) for c in wire.children.objects] == [CONFIG_MAP]
+    done = Response.ok().with_children([]).to_finalize_proto(BASE, [])
+    assert done.HasField("children")
+    assert list(done.children.objects) == []

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -271,25 +272,163 @@ async def test_reconcile_round_trip(start: StartFn, dial: DialFn) -> None:
     assert json.loads(response.status) == {"spec": {"columns": ["id"]}}
 
 
-async def test_validate_default_and_hook_are_unimplemented(start: StartFn, dial: DialFn) -> None:
+async def test_validate_default_hook_and_mutate_are_unimplemented(
+    start: StartFn, dial: DialFn
+) -> None:
     # A plugin that does not override validate, default or hook advertises
-    # none of their capabilities, declares nothing, and answers UNIMPLEMENTED.
+    # none of their capabilities, declares nothing, and answers UNIMPLEMENTED;
+    # Mutate is not in the SDK yet, so it is never advertised nor served.
     server = await start(heartbeat_interval=60)
     stub = dial(server.socket_path)
     info = await stub.GetInfo(plugin_pb2.GetInfoRequest(), timeout=2)
     assert list(info.hooks) == []
     assert list(info.call_policies) == []
+    assert list(info.mutations) == []
     obj = json.dumps({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable"}).encode()
     create = types_pb2.OPERATION_CREATE
-    calls = [
-        stub.Validate(plugin_pb2.ValidateRequest(operation=create, object=obj), timeout=2),
-        stub.Default(plugin_pb2.DefaultRequest(operation=create, object=obj), timeout=2),
-        stub.Hook(plugin_pb2.HookRequest(hook="h", object=obj), timeout=2),
-    ]
-    for call in calls:
+    calls = {
+        "Validate": stub.Validate(
+            plugin_pb2.ValidateRequest(operation=create, object=obj), timeout=2
+        ),
+        "Default": stub.Default(plugin_pb2.DefaultRequest(operation=create, object=obj), timeout=2),
+        "Hook": stub.Hook(plugin_pb2.HookRequest(hook="h", object=obj), timeout=2),
+        "Mutate": stub.Mutate(plugin_pb2.MutateRequest(object=obj), timeout=2),
+    }
+    for rpc, call in calls.items():
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await call
         assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert raised.value.details() == f"plugin postgresql does not implement {rpc}"
+
+
+CHILD_OFFER = kplug.Offer(
+    base=kplug.GroupKind("myorg.org", "DatabaseTable"),
+    implementation="PostgreSQL",
+    children=[kplug.ChildKind("v1", "ConfigMap"), kplug.ChildKind("apps/v1", "Deployment")],
+)
+
+
+class Parent(Echo):
+    """Desires one ConfigMap per table, and reports the Deployments it observes."""
+
+    async def reconcile(self, request: kplug.Request) -> kplug.Response:
+        ready = [d["metadata"]["name"] for d in request.children_of("Deployment")]
+        return kplug.Response.ok(status={"deployments": ready}).child(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{request.name}-settings"},
+                "data": {"table": request.name},
+            }
+        )
+
+    async def finalize(self, request: kplug.Request) -> kplug.Response:
+        # Keeps the children while clean-up goes on; the empty set once it is done.
+        if request.child("ConfigMap", "users-settings") is not None:
+            return kplug.Response.retry(1, "draining").with_children(request.children)
+        return kplug.Response.ok().with_children([])
+
+
+async def test_child_kinds_advertise_children_in_heartbeat_and_get_info(
+    registry: FakeRegistry, start: StartFn
+) -> None:
+    info = kplug.PluginInfo(name="parent", version="1", offers=[CHILD_OFFER])
+    await start(Parent(), info)
+    await registry.wait_for("heartbeats")
+    _, heartbeat = registry.heartbeats[0]
+    handshake = registry.handshakes[heartbeat.instance_id].info
+    assert handshake is not None
+    expected = [
+        types_pb2.CAPABILITY_RECONCILE,
+        types_pb2.CAPABILITY_FINALIZE,
+        types_pb2.CAPABILITY_CHILDREN,
+    ]
+    assert list(heartbeat.capabilities) == expected
+    assert list(handshake.capabilities) == expected
+    for offers in (heartbeat.offers, handshake.offers):
+        [offer] = offers
+        assert [(c.group, c.version, c.kind) for c in offer.children] == [
+            ("", "v1", "ConfigMap"),
+            ("apps", "v1", "Deployment"),
+        ]
+    assert list(heartbeat.mutations) == []
+    assert list(handshake.mutations) == []
+
+
+async def test_children_over_the_wire(start: StartFn, dial: DialFn) -> None:
+    info = kplug.PluginInfo(name="parent", version="1", offers=[CHILD_OFFER])
+    server = await start(Parent(), info, heartbeat_interval=60)
+    stub = dial(server.socket_path)
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db"}}
+    request = reconcile_request()
+    request.children.append(json.dumps(deployment).encode())
+    response = await stub.Reconcile(request, timeout=2)
+    assert response.outcome == types_pb2.OUTCOME_OK, response.message
+    assert json.loads(response.status) == {"deployments": ["db"]}
+    assert response.HasField("children")
+    assert [json.loads(c) for c in response.children.objects] == [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "users-settings"},
+            "data": {"table": "users"},
+        }
+    ]
+
+    # Finalize: the observed children are decoded too, and an empty set is still sent.
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "users-settings"}}
+    finalize = plugin_pb2.FinalizeRequest(
+        implementation="PostgreSQL",
+        object=json.dumps(BASE).encode(),
+        children=[json.dumps(config_map).encode()],
+    )
+    draining = await stub.Finalize(finalize, timeout=2)
+    assert draining.outcome == types_pb2.OUTCOME_RETRY
+    assert [json.loads(c) for c in draining.children.objects] == [config_map]
+    del finalize.children[:]
+    done = await stub.Finalize(finalize, timeout=2)
+    assert done.outcome == types_pb2.OUTCOME_OK
+    assert done.HasField("children")
+    assert list(done.children.objects) == []
+
+
+async def test_an_answer_without_children_leaves_them(start: StartFn, dial: DialFn) -> None:
+    server = await start(heartbeat_interval=60)
+    response = await dial(server.socket_path).Reconcile(reconcile_request(), timeout=2)
+    assert response.outcome == types_pb2.OUTCOME_OK
+    assert not response.HasField("children")
+
+
+async def test_an_observed_child_that_is_not_an_object_becomes_failed(
+    start: StartFn, dial: DialFn
+) -> None:
+    info = kplug.PluginInfo(name="parent", version="1", offers=[CHILD_OFFER])
+    server = await start(Parent(), info, heartbeat_interval=60)
+    stub = dial(server.socket_path)
+    request = reconcile_request()
+    request.children.extend([b"{}", b"[1]"])
+    response = await stub.Reconcile(request, timeout=2)
+    assert response.outcome == types_pb2.OUTCOME_FAILED
+    assert response.message == "kplug: child #1 is not a JSON object"
+    del request.children[:]
+    request.children.append(b"{oops")
+    response = await stub.Reconcile(request, timeout=2)
+    assert response.message.startswith("kplug: child #0 is not valid JSON: ")
+    assert not response.HasField("children")
+
+
+async def test_a_child_that_is_not_an_object_becomes_failed(start: StartFn, dial: DialFn) -> None:
+    class Confused(Echo):
+        async def reconcile(self, request: kplug.Request) -> kplug.Response:
+            # What untyped data can do: mypy would catch it, the SDK must too.
+            children: list[Any] = [request.object, ["not", "an", "object"]]
+            return kplug.Response.ok().with_children(children)
+
+    server = await start(Confused(), heartbeat_interval=60)
+    response = await dial(server.socket_path).Reconcile(reconcile_request(), timeout=2)
+    assert response.outcome == types_pb2.OUTCOME_FAILED
+    assert "a child must be a JSON object" in response.message
+    assert not response.HasField("children")
 
 
 async def test_handler_exception_becomes_failed(

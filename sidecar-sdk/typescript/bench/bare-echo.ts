@@ -34,6 +34,7 @@ const handlers: proto.PluginServer = {
       extensionStatuses: [],
       conditions: [],
       events: [],
+      children: undefined,
     });
   },
   finalize(_call, callback) {
@@ -46,6 +47,9 @@ const handlers: proto.PluginServer = {
     callback(unimplemented);
   },
   hook(_call, callback) {
+    callback(unimplemented);
+  },
+  mutate(_call, callback) {
     callback(unimplemented);
   },
 };

@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import {
   type AdmissionRequest,
   type CallPolicy,
+  type ChildKind,
   Defaults,
   type Hook,
   type HookCall,
@@ -144,6 +145,18 @@ export class Conformance implements Plugin {
         },
       });
     }
+    // Step 4b: the observed children, merged into the status after the echo.
+    if (c["echoChildren"] === true) {
+      response.withStatus({
+        observedChildren: request.children.map((child) => `${text(child["kind"])}/${text(object(child["metadata"])["name"])}`),
+      });
+    }
+    // Step 4c: the desired children, each through the SDK's builder (which
+    // refuses an item that is not an object).
+    const children = c["children"];
+    if (Array.isArray(children)) {
+      response.withChildren(children as object[]);
+    }
     if ("extensionStatus" in c) {
       for (const extension of request.extensions) {
         response.extensionStatus(extension, c["extensionStatus"] as object);
@@ -260,6 +273,7 @@ interface CasesFile {
       base: { group: string; kind: string };
       implementation: string;
       extensions: { group: string; kind: string }[];
+      children: { group: string; version: string; kind: string }[];
     }[];
     hooks: Hook[];
     call_policies: { call: CallPolicy["call"]; deadline_seconds: number | null; failure_policy: string }[];
@@ -273,7 +287,14 @@ export function info(): PluginInfo {
     name: plugin.name,
     version: plugin.version,
     description: plugin.description,
-    offers: plugin.offers,
+    offers: plugin.offers.map((offer) => ({
+      base: offer.base,
+      implementation: offer.implementation,
+      extensions: offer.extensions,
+      children: offer.children.map(
+        (c): ChildKind => ({ apiVersion: c.group === "" ? c.version : `${c.group}/${c.version}`, kind: c.kind }),
+      ),
+    })),
     hooks: plugin.hooks,
     callPolicies: plugin.call_policies.map((p) => ({
       call: p.call,

@@ -58,7 +58,7 @@ export {
   type HookPhase,
   HookResponse,
 } from "./hooks.js";
-export { type GroupKind, type Offer, type PluginInfo, validateName } from "./info.js";
+export { type ChildKind, type GroupKind, type Offer, type PluginInfo, validateName } from "./info.js";
 export { describeError, type Logger, type LogLevel, stderrLogger } from "./logger.js";
 export type { Plugin, Readiness } from "./plugin.js";
 export {

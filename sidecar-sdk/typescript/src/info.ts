@@ -4,16 +4,29 @@
  * @module
  */
 
-import { InvalidNameError } from "./errors.js";
-import type { Offer as WireOffer } from "./gen/kplug/v1/types.js";
+import { InvalidNameError, StartupError } from "./errors.js";
+import type { GroupVersionKind, Offer as WireOffer } from "./gen/kplug/v1/types.js";
 import type { CallPolicy, Hook } from "./hooks.js";
-import { MAX_NAME_LENGTH } from "./protocol.js";
+import { MAX_CHILD_KINDS_PER_OFFER, MAX_NAME_LENGTH } from "./protocol.js";
 
 /** A Kubernetes kind independently of its version; `group` is empty for the core group. */
 export interface GroupKind {
   /** API group, e.g. `myorg.org`; empty for the core group. */
   readonly group: string;
   /** Kind in CamelCase, e.g. `DatabaseTable`. */
+  readonly kind: string;
+}
+
+/**
+ * A kind of Kubernetes object a plugin manages for each base object (its
+ * children), by `apiVersion` and kind as the objects themselves say it:
+ * `{ apiVersion: "apps/v1", kind: "Deployment" }`, `{ apiVersion: "v1", kind: "ConfigMap" }`.
+ * The operator sends and reads the children in this version.
+ */
+export interface ChildKind {
+  /** `group/version`, or `v1` for the core group. */
+  readonly apiVersion: string;
+  /** Kind in CamelCase, e.g. `Deployment`. */
   readonly kind: string;
 }
 
@@ -25,6 +38,14 @@ export interface Offer {
   readonly implementation: string;
   /** Extension kinds the plugin understands for this base; only extensions of these kinds are sent. */
   readonly extensions?: readonly GroupKind[];
+  /**
+   * Kinds of the Kubernetes objects this implementation manages for each
+   * base object: its answers carry the desired ones (`Response.child`),
+   * its requests the observed ones (`Request.children`), and the
+   * operator applies, owns, watches and prunes them (only the kinds its
+   * `--child-kinds` allows). Declaring one advertises the CHILDREN capability.
+   */
+  readonly children?: readonly ChildKind[];
 }
 
 /**
@@ -79,11 +100,68 @@ export function validateName(name: string): void {
   }
 }
 
+/**
+ * Checks the child kinds of each offer as the operator would (a kind and an
+ * `apiVersion` of the form `v1` or `group/version`; at most 16 per offer),
+ * so that a mistake stops the plugin with a message instead of every
+ * heartbeat being refused. Checked at run time: plugins may be written in
+ * JavaScript.
+ *
+ * @throws {StartupError} naming the offer and the child kind.
+ */
+export function validateOffers(plugin: string, offers: readonly Offer[]): void {
+  for (const offer of offers) {
+    const where = `plugin ${plugin} cannot start: offer ${JSON.stringify(offer.implementation)}`;
+    const children: unknown = offer.children ?? [];
+    if (!Array.isArray(children)) {
+      throw new StartupError(`${where}: children must be an array of { apiVersion, kind }`);
+    }
+    if (children.length > MAX_CHILD_KINDS_PER_OFFER) {
+      throw new StartupError(
+        `${where}: ${children.length} child kinds are declared; at most ${MAX_CHILD_KINDS_PER_OFFER} are accepted`,
+      );
+    }
+    for (const child of children as unknown[]) {
+      const candidate = child as Partial<Record<keyof ChildKind, unknown>> | null | undefined;
+      const apiVersion = candidate?.apiVersion;
+      const kind = candidate?.kind;
+      if (typeof apiVersion !== "string" || !isApiVersion(apiVersion) || typeof kind !== "string" || kind === "") {
+        throw new StartupError(
+          `${where}: child kind ${typeof child === "object" && child !== null ? JSON.stringify(child) : String(child)} needs an apiVersion ` +
+            '("v1" or "<group>/<version>") and a kind, e.g. { apiVersion: "apps/v1", kind: "Deployment" }',
+        );
+      }
+    }
+  }
+}
+
+/** Whether `apiVersion` is `<version>` or `<group>/<version>`, neither part empty. */
+function isApiVersion(apiVersion: string): boolean {
+  const parts = apiVersion.split("/");
+  return parts.length <= 2 && parts.every((part) => part !== "");
+}
+
+/** A child kind as the protocol names it: the core group is `""`. */
+export function wireChildKind(child: ChildKind): GroupVersionKind {
+  const slash = child.apiVersion.lastIndexOf("/");
+  return {
+    group: slash < 0 ? "" : child.apiVersion.slice(0, slash),
+    version: child.apiVersion.slice(slash + 1),
+    kind: child.kind,
+  };
+}
+
+/** Whether an offer of `info` declares child kinds (the CHILDREN capability). */
+export function declaresChildren(info: PluginInfo): boolean {
+  return info.offers.some((offer) => (offer.children ?? []).length > 0);
+}
+
 /** The wire form of an offer. */
 export function wireOffer(offer: Offer): WireOffer {
   return {
     base: { group: offer.base.group, kind: offer.base.kind },
     implementation: offer.implementation,
     extensions: (offer.extensions ?? []).map((e) => ({ group: e.group, kind: e.kind })),
+    children: (offer.children ?? []).map(wireChildKind),
   };
 }

@@ -22,8 +22,8 @@ export interface Readiness {
  * {@link Plugin.finalize}, {@link Plugin.validate}, {@link Plugin.default},
  * {@link Plugin.hook} and {@link Plugin.ready} if needed. Having
  * `finalize`, `validate`, `default` or `hook` is what advertises the
- * FINALIZE, VALIDATE, DEFAULT or HOOKS capability; the operator calls only
- * what is advertised.
+ * FINALIZE, VALIDATE, DEFAULT or HOOKS capability (CHILDREN comes from an
+ * offer's `children`); the operator calls only what is advertised.
  *
  * Several calls can run at once, for different objects: handlers run on the
  * event loop, so use asynchronous I/O (a handler that blocks stops every

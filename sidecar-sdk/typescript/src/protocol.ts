@@ -99,6 +99,9 @@ export const MAX_HOOKS = 16;
 /** The most call policies a plugin may declare. */
 export const MAX_CALL_POLICIES = 16;
 
+/** The most child kinds one offer may declare. */
+export const MAX_CHILD_KINDS_PER_OFFER = 16;
+
 /** The most field errors in one Validate answer; past it, the last one kept says how many more there were. */
 export const MAX_FIELD_ERRORS = 64;
 

@@ -1,5 +1,6 @@
 /**
- * What a plugin is asked to do: the decoded base object and its extensions.
+ * What a plugin is asked to do: the decoded base object, its extensions and
+ * the children the operator manages for it.
  *
  * @module
  */
@@ -84,8 +85,9 @@ export function decodeObject(what: string, data: Uint8Array): KubeObject {
 }
 
 /**
- * A `Reconcile` or `Finalize` call: the base object and the extensions of
- * the kinds the plugin declared for the chosen implementation.
+ * A `Reconcile` or `Finalize` call: the base object, the extensions of the
+ * kinds the plugin declared for the chosen implementation, and the children
+ * the operator manages for it.
  */
 export class Request {
   /** The implementation the operator chose: one of the plugin's offers. */
@@ -94,29 +96,47 @@ export class Request {
   readonly object: KubeObject;
   /** The extension objects, in the order the base object references them. */
   readonly extensions: readonly KubeObject[];
+  /**
+   * The children the operator manages for this base object on this plugin's
+   * behalf, as they are now (with their status, e.g. a Deployment's
+   * `readyReplicas`), including those being deleted. Empty when the offer
+   * declares no child kinds.
+   */
+  readonly children: readonly KubeObject[];
 
-  /** A request from already decoded objects (for tests of your plugin). */
-  constructor(implementation: string, object: KubeObject, extensions: readonly KubeObject[] = []) {
+  /**
+   * A request from already decoded objects, for tests of your plugin:
+   * `children` are the observed children the operator would send.
+   */
+  constructor(
+    implementation: string,
+    object: KubeObject,
+    extensions: readonly KubeObject[] = [],
+    children: readonly KubeObject[] = [],
+  ) {
     this.implementation = implementation;
     this.object = object;
     this.extensions = extensions;
+    this.children = children;
   }
 
   /**
    * Decodes the JSON the operator sent.
    *
-   * @throws {InvalidRequestError} when the base object or an extension is not
-   *   valid JSON or not a JSON object; the message says which.
+   * @throws {InvalidRequestError} when the base object, an extension or a
+   *   child is not valid JSON or not a JSON object; the message says which.
    */
   static decode(
     implementation: string,
     object: Uint8Array,
     extensions: readonly Uint8Array[],
+    children: readonly Uint8Array[] = [],
   ): Request {
     return new Request(
       implementation,
       decodeObject("the base object", object),
       extensions.map((extension, i) => decodeObject(`extension #${i}`, extension)),
+      children.map((child, i) => decodeObject(`child #${i}`, child)),
     );
   }
 
@@ -160,6 +180,16 @@ export class Request {
   /** All extensions of `kind`, in reference order. */
   extensionsOf(kind: string): KubeObject[] {
     return this.extensions.filter((extension) => extension["kind"] === kind);
+  }
+
+  /** The observed child of `kind` (e.g. `"Deployment"`) named `name`, or undefined if it does not exist (yet). */
+  child(kind: string, name: string): KubeObject | undefined {
+    return this.children.find((child) => child["kind"] === kind && refOf(child).name === name);
+  }
+
+  /** The observed children of `kind`, in the order the operator sent them. */
+  childrenOf(kind: string): KubeObject[] {
+    return this.children.filter((child) => child["kind"] === kind);
   }
 
   /**

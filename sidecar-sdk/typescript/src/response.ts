@@ -1,5 +1,6 @@
 /**
- * What a plugin answers: an outcome, statuses, conditions and events.
+ * What a plugin answers: an outcome, statuses, conditions, events and the
+ * children it desires.
  *
  * Build one with {@link Response.ok}, {@link Response.retry} or
  * {@link Response.failed}, then chain what you have to report:
@@ -27,6 +28,7 @@ import type {
   ReconcileResponse,
 } from "./gen/kplug/v1/plugin.js";
 import {
+  type Children as WireChildren,
   ConditionStatus,
   EventType,
   Outcome as WireOutcome,
@@ -97,9 +99,10 @@ export interface EventOptions {
 /**
  * A plugin's answer to `Reconcile` or `Finalize`.
  *
- * Finalize answers carry only the outcome, the message, the retry delay and
- * events: the object is going away, so statuses and conditions are refused there.
- * The builder methods change the response and return it, so calls chain.
+ * Finalize answers carry only the outcome, the message, the retry delay,
+ * events and children: the object is going away, so statuses and conditions
+ * are refused there. The builder methods change the response and return it,
+ * so calls chain.
  */
 export class Response {
   #outcome: Outcome;
@@ -109,6 +112,8 @@ export class Response {
   #extensionStatuses: { target: ObjectRef; status: JsonObject }[] = [];
   #conditions: Condition[] = [];
   #events: Event[] = [];
+  /** The desired children; undefined leaves them as they are. */
+  #children: JsonObject[] | undefined;
 
   private constructor(outcome: Outcome, message: string, retryAfterSeconds?: number) {
     this.#outcome = outcome;
@@ -171,6 +176,14 @@ export class Response {
     return this.#events;
   }
 
+  /**
+   * The desired children, in the order added: undefined when the answer
+   * leaves them as they are, else the whole set (even empty).
+   */
+  get children(): readonly JsonObject[] | undefined {
+    return this.#children;
+  }
+
   /** Replaces the message. */
   withMessage(message: string): this {
     this.#message = message;
@@ -230,6 +243,48 @@ export class Response {
   }
 
   /**
+   * Adds a child: a Kubernetes object the operator applies for this base
+   * object, with `apiVersion`, `kind`, `metadata.name` and the fields the
+   * plugin manages. Its kind must be one the offer declares
+   * (`Offer.children`); the operator puts it in the base object's
+   * namespace, owns it and watches it. It is copied as JSON.
+   *
+   * An answer that adds a child, or calls {@link Response.withChildren},
+   * carries the whole set: on OK the operator deletes the children no longer
+   * listed (on RETRY it only applies them). An answer without either leaves
+   * the children as they are.
+   *
+   * ```ts
+   * return Response.ok().child({
+   *   apiVersion: "v1",
+   *   kind: "ConfigMap",
+   *   metadata: { name: `${request.name}-greeting` },
+   *   data: { greeting: `hello, ${request.name}` },
+   * });
+   * ```
+   *
+   * @throws {InvalidResponseError} when `object` is not a JSON object or
+   *   cannot be encoded as JSON.
+   */
+  child(object: object): this {
+    const checked = checkChild(object);
+    this.#children = [...(this.#children ?? []), checked];
+    return this;
+  }
+
+  /**
+   * Sets the whole set of desired children (each as for {@link Response.child});
+   * an empty set deletes every child on OK.
+   *
+   * @throws {InvalidResponseError} when one is not a JSON object or cannot be
+   *   encoded as JSON; the set is then left as it was.
+   */
+  withChildren(objects: Iterable<object>): this {
+    this.#children = Array.from(objects, checkChild);
+    return this;
+  }
+
+  /**
    * Records a Kubernetes Event on the base object, or on `options.regarding`
    * (an object the plugin was sent); `options.warning` makes it a Warning.
    */
@@ -269,6 +324,7 @@ export class Response {
       extensionStatuses,
       conditions: this.#conditions.map(wireCondition),
       events: wireEvents(this.#events, base, extensions),
+      children: wireChildren(this.#children),
     };
   }
 
@@ -295,8 +351,33 @@ export class Response {
       message: this.#message,
       retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
       events: wireEvents(this.#events, base, extensions),
+      children: wireChildren(this.#children),
     };
   }
+}
+
+/**
+ * A JSON copy of `child`, which must be a JSON object. The wording is every
+ * SDK's (sidecar-sdk/conformance/README.md, step 4c).
+ */
+function checkChild(child: unknown): JsonObject {
+  const copy = JSON.parse(stringify(child, "a child")) as JsonValue;
+  const object = asObject(copy);
+  if (object === undefined) {
+    throw new InvalidResponseError(
+      `a child must be a JSON object (with apiVersion, kind and metadata.name), got ${kindOf(copy)}`,
+    );
+  }
+  return object;
+}
+
+/**
+ * The desired children on the wire: no message for undefined (the children
+ * stay as they are), else the message, present even when empty (the empty
+ * set deletes every child).
+ */
+function wireChildren(children: readonly JsonObject[] | undefined): WireChildren | undefined {
+  return children === undefined ? undefined : { objects: children.map(encodeJson) };
 }
 
 /**

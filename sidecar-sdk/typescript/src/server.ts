@@ -18,7 +18,7 @@ import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { StartupError } from "./errors.js";
 import { PluginService } from "./gen/kplug/v1/plugin.js";
 import { Heartbeat } from "./heartbeat.js";
-import { type PluginInfo, validateName, wireOffer } from "./info.js";
+import { type PluginInfo, validateName, validateOffers, wireOffer } from "./info.js";
 import { describeError, type Logger, stderrLogger } from "./logger.js";
 import type { Plugin } from "./plugin.js";
 import { exportSpans } from "./tracing.js";
@@ -113,6 +113,7 @@ export class PluginServer {
    */
   constructor(plugin: Plugin, info: PluginInfo, options: ServeOptions = {}) {
     validateName(info.name);
+    validateOffers(info.name, info.offers);
     validateDeclarations(
       info.name,
       info.hooks ?? [],

@@ -13,7 +13,8 @@
  * `INTERNAL` error carrying its message, and an object that is not JSON
  * `INVALID_ARGUMENT`, so that the failure policy decides (the operator shows
  * the message to the client). A call the plugin does not implement is
- * `UNIMPLEMENTED`.
+ * `UNIMPLEMENTED`, and so is `Mutate`, which this SDK does not implement yet
+ * (it never advertises CAPABILITY_MUTATE).
  *
  * @module
  */
@@ -29,6 +30,8 @@ import type {
   GetInfoResponse,
   HookRequest,
   HookResponse as WireHookResponse,
+  MutateRequest,
+  MutateResponse,
   PluginServer as PluginHandlers,
   ProbeResponse,
   ReconcileRequest,
@@ -39,7 +42,7 @@ import type {
 import { Capability, Outcome } from "./gen/kplug/v1/types.js";
 import { InvalidRequestError } from "./errors.js";
 import { HookCall, HookResponse, wireCallPolicy, wireHook } from "./hooks.js";
-import { type PluginInfo, wireOffer } from "./info.js";
+import { declaresChildren, type PluginInfo, wireOffer } from "./info.js";
 import { describeError, type Logger } from "./logger.js";
 import type { Plugin, Readiness } from "./plugin.js";
 import { PROTOCOL } from "./protocol.js";
@@ -50,8 +53,9 @@ import { inHandlerSpan } from "./tracing.js";
 /**
  * RECONCILE always; FINALIZE when `info.finalize` says so, or by default
  * when the plugin has a `finalize` method; VALIDATE, DEFAULT and HOOKS when
- * it has `validate`, `default` and `hook` (in that order, as every SDK
- * sends them).
+ * it has `validate`, `default` and `hook`; CHILDREN when an offer declares
+ * child kinds (in that order, as every SDK sends them). Never MUTATE: this
+ * SDK does not serve `Mutate` yet.
  */
 export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
   const finalize = info.finalize ?? typeof plugin.finalize === "function";
@@ -60,15 +64,22 @@ export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
     [typeof plugin.validate === "function", Capability.CAPABILITY_VALIDATE],
     [typeof plugin.default === "function", Capability.CAPABILITY_DEFAULT],
     [typeof plugin.hook === "function", Capability.CAPABILITY_HOOKS],
+    [declaresChildren(info), Capability.CAPABILITY_CHILDREN],
   ];
   return [Capability.CAPABILITY_RECONCILE, ...optional.filter(([wanted]) => wanted).map(([, c]) => c)];
 }
 
-/** The hooks and call policies as `GetInfo` and heartbeats carry them. */
-export function declarations(info: PluginInfo): Pick<GetInfoResponse, "hooks" | "callPolicies"> {
+/**
+ * The hooks, call policies and mutations as `GetInfo` and heartbeats carry
+ * them. No mutations: this SDK does not serve `Mutate` yet.
+ */
+export function declarations(
+  info: PluginInfo,
+): Pick<GetInfoResponse, "hooks" | "callPolicies" | "mutations"> {
   return {
     hooks: (info.hooks ?? []).map(wireHook),
     callPolicies: (info.callPolicies ?? []).map(wireCallPolicy),
+    mutations: [],
   };
 }
 
@@ -124,7 +135,7 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
   ): Promise<T> {
     let request: Request;
     try {
-      request = Request.decode(wire.implementation, wire.object, wire.extensions);
+      request = Request.decode(wire.implementation, wire.object, wire.extensions, wire.children);
     } catch (error) {
       if (!(error instanceof InvalidRequestError)) {
         throw error;
@@ -155,12 +166,14 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
     extensionStatuses: [],
     conditions: [],
     events: [],
+    children: undefined,
   });
   const failedFinalize = (message: string): FinalizeResponse => ({
     outcome: Outcome.OUTCOME_FAILED,
     message,
     retryAfter: undefined,
     events: [],
+    children: undefined,
   });
   const sent = (request: Request) => [request.ref(), request.extensions.map((e) => request.ref(e))] as const;
 
@@ -258,6 +271,9 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
         (response) => callback(null, response),
         (error: unknown) => callback(null, failedHook(describeError(error))),
       );
+    },
+    mutate(_call: ServerUnaryCall<MutateRequest, MutateResponse>, callback: sendUnaryData<MutateResponse>) {
+      callback(unimplemented("Mutate"));
     },
   };
 

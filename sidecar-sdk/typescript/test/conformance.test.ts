@@ -37,6 +37,7 @@ interface Case {
     object_raw?: string;
     old_object?: JsonValue;
     extensions?: JsonValue[];
+    children?: JsonValue[];
     hook?: string;
     phase?: string;
     outcome?: string;
@@ -94,6 +95,9 @@ function responseJson(
       reason: c.reason,
       message: c.message,
     }));
+    // Reconcile answers only: the cases compare a Finalize answer's outcome,
+    // message, delay and events.
+    actual["children"] = childrenJson(response);
   }
   actual["events"] = response.events.map((e) => ({
     type: capitalized(enumName(proto.EventType, e.type, "EVENT_TYPE_")),
@@ -102,6 +106,17 @@ function responseJson(
     regarding: e.regarding === undefined ? null : refJson(e.regarding),
   }));
   return actual;
+}
+
+/**
+ * The desired children: null when the answer has no children message (which
+ * leaves them as they are), else each decoded, in order.
+ */
+function childrenJson(response: proto.ReconcileResponse): JsonValue {
+  if (response.children === undefined) {
+    return null;
+  }
+  return response.children.objects.map((child) => JSON.parse(Buffer.from(child).toString("utf8")) as JsonValue);
 }
 
 function infoJson(info: proto.GetInfoResponse): JsonValue {
@@ -114,6 +129,7 @@ function infoJson(info: proto.GetInfoResponse): JsonValue {
       base: { group: o.base?.group ?? "", kind: o.base?.kind ?? "" },
       implementation: o.implementation,
       extensions: o.extensions.map((e) => ({ group: e.group, kind: e.kind })),
+      children: o.children.map((c) => ({ group: c.group, version: c.version, kind: c.kind })),
     })),
     capabilities: info.capabilities.map((c) => enumName(proto.Capability, c, "CAPABILITY_")),
     hooks: info.hooks.map((h) => ({
@@ -220,11 +236,12 @@ describe("the shared conformance cases", () => {
           object: objectBytes(request),
           extensions: (request.extensions ?? []).map(encode),
         };
+        const children = (request.children ?? []).map(encode);
         const response =
           request.rpc === "Reconcile"
-            ? await stub.reconcile(wire)
+            ? await stub.reconcile({ ...wire, children })
             : request.rpc === "Finalize"
-              ? await stub.finalize(wire)
+              ? await stub.finalize({ ...wire, children })
               : await stub.hook({
                   ...wire,
                   hook: request.hook ?? "",
@@ -233,6 +250,11 @@ describe("the shared conformance cases", () => {
                   message: request.message ?? "",
                 });
         actual = responseJson(response, testCase.name);
+      }
+      if (request.rpc === "Reconcile" && !("children" in expected)) {
+        // A Reconcile case that says nothing of children expects none: the
+        // answer leaves them as they are.
+        expected["children"] = null;
       }
       const contains = expected["message_contains"];
       if (typeof contains === "string" && typeof actual === "object" && actual !== null && !Array.isArray(actual)) {

@@ -271,6 +271,34 @@ describe("extension points", () => {
     );
   });
 
+  it("check the child kinds of each offer at start-up", () => {
+    const offer = (children: unknown): Partial<PluginInfo> => ({
+      offers: [{ base: WIDGET, implementation: "Tables", children: children as never }],
+    });
+    const cases: [Partial<PluginInfo>, string][] = [
+      [offer([{ apiVersion: "apps/v1", kind: "" }]), 'child kind {"apiVersion":"apps/v1","kind":""} needs an apiVersion'],
+      [offer([{ apiVersion: "", kind: "ConfigMap" }]), "needs an apiVersion"],
+      [offer([{ apiVersion: "apps/", kind: "Deployment" }]), "needs an apiVersion"],
+      [offer([{ apiVersion: "a/b/v1", kind: "Deployment" }]), "needs an apiVersion"],
+      [offer([{ group: "apps", version: "v1", kind: "Deployment" }]), "needs an apiVersion"],
+      [offer([null]), "child kind null needs an apiVersion"],
+      [offer({ apiVersion: "v1", kind: "ConfigMap" }), "children must be an array"],
+      [
+        offer(Array.from({ length: 17 }, (_, i) => ({ apiVersion: "v1", kind: `Kind${i}` }))),
+        'offer "Tables": 17 child kinds are declared; at most 16',
+      ],
+    ];
+    for (const [change, message] of cases) {
+      assert.throws(
+        () => new PluginServer(new Tables(), { ...INFO, ...change }, { socketDir: dir }),
+        (error: Error) => error instanceof StartupError && error.message.startsWith("plugin tables cannot start: ") && error.message.includes(message),
+        message,
+      );
+    }
+    const fine = offer([{ apiVersion: "v1", kind: "ConfigMap" }, { apiVersion: "apps/v1", kind: "Deployment" }]);
+    assert.doesNotThrow(() => new PluginServer(new Tables(), { ...INFO, ...fine }, { socketDir: dir }));
+  });
+
   it("bound a Validation like every SDK", () => {
     const verdict = Validation.allowed();
     for (let i = 0; i < 100; i++) verdict.error(`spec.x[${i}]`, i, "bad");

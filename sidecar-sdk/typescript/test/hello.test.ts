@@ -42,6 +42,7 @@ it("registers, greets, and stops on SIGTERM", async () => {
       implementation: "Hello",
       object: Buffer.from(JSON.stringify(object)),
       extensions: extensions.map((e) => Buffer.from(JSON.stringify(e))),
+      children: [],
     });
     assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
     assert.equal(response.message, "greeted world");
@@ -67,6 +68,7 @@ it("registers, greets, and stops on SIGTERM", async () => {
     implementation: "Hello",
     object: Buffer.from(JSON.stringify({ apiVersion: "example.com/v1", kind: "Greeting", metadata: { name: "world", namespace: "default" }, spec: {} })),
     extensions: [],
+    children: [],
   });
   assert.equal(bye.outcome, proto.Outcome.OUTCOME_OK);
   assert.deepEqual(bye.events.map((e) => [e.reason, e.message]), [["SaidGoodbye", "goodbye, world"]]);

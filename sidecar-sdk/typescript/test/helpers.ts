@@ -234,6 +234,15 @@ export class FakeRegistry {
       reason: this.reason,
       ttl: { seconds: 15, nanos: 0 },
       interval: this.interval === undefined ? undefined : secondsToDurationForTests(this.interval),
+      // What the operator supports today; the SDK declares only what it does.
+      capabilities: [
+        proto.Capability.CAPABILITY_RECONCILE,
+        proto.Capability.CAPABILITY_FINALIZE,
+        proto.Capability.CAPABILITY_VALIDATE,
+        proto.Capability.CAPABILITY_DEFAULT,
+        proto.Capability.CAPABILITY_HOOKS,
+        proto.Capability.CAPABILITY_CHILDREN,
+      ],
     };
   }
 

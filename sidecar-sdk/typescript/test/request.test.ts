@@ -114,3 +114,51 @@ describe("Request.decode", () => {
     );
   });
 });
+
+const SETTINGS = {
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name: "users-settings", namespace: "shop" },
+  data: { greeting: "hello, wörld" },
+};
+const SERVER = {
+  apiVersion: "apps/v1",
+  kind: "Deployment",
+  metadata: { name: "users-server", namespace: "shop" },
+  status: { readyReplicas: 2 },
+};
+
+describe("Request children", () => {
+  it("decodes the observed children, in order, apart from the extensions", () => {
+    const request = Request.decode("PostgreSQL", json(BASE), [json(EXTENSION)], [json(SETTINGS), json(SERVER)]);
+    assert.deepEqual(request.children, [SETTINGS, SERVER]);
+    assert.deepEqual(request.extensions, [EXTENSION]);
+    assert.deepEqual(request.child("Deployment", "users-server"), SERVER);
+    assert.equal(request.child("Deployment", "users-settings"), undefined); // the name of another kind
+    assert.equal(request.child("Service", "users-server"), undefined);
+    assert.deepEqual(request.childrenOf("ConfigMap"), [SETTINGS]);
+    assert.deepEqual(request.childrenOf("Secret"), []);
+  });
+
+  it("has none when none are sent", () => {
+    assert.deepEqual(Request.decode("PostgreSQL", json(BASE), []).children, []);
+    assert.deepEqual(new Request("PostgreSQL", BASE).children, []);
+  });
+
+  it("names the observed child that is wrong, counting from 0", () => {
+    assert.throws(() => Request.decode("X", json(BASE), [], [json(SETTINGS), json([1])]), {
+      name: "InvalidRequestError",
+      message: "kplug: child #1 is not a JSON object",
+    });
+    for (const bytes of [Buffer.from("{oops"), Buffer.from('{"a": Infinity}')]) {
+      assert.throws(() => Request.decode("X", json(BASE), [], [bytes]), (error: unknown) =>
+        error instanceof InvalidRequestError && error.message.startsWith("kplug: child #0 is not valid JSON: "),
+      );
+    }
+  });
+
+  it("can be built with observed children for a plugin's own tests", () => {
+    const request = new Request("PostgreSQL", BASE, [], [SETTINGS]);
+    assert.deepEqual(request.child("ConfigMap", "users-settings"), SETTINGS);
+  });
+});

@@ -235,3 +235,76 @@ describe("Finalize responses", () => {
     }
   });
 });
+
+const CONFIG_MAP = {
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name: "users-settings" },
+  data: { greeting: "hello, wörld" },
+};
+const DEPLOYMENT = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "users" } };
+
+const decodedChildren = (children: proto.Children | undefined) =>
+  children?.objects.map((c) => JSON.parse(Buffer.from(c).toString("utf8")) as unknown);
+
+describe("Response children", () => {
+  it("are sent only when set: unset leaves them, an empty set is still a set", () => {
+    const untouched = Response.ok();
+    assert.equal(untouched.children, undefined);
+    assert.equal(untouched.toReconcileResponse(...sent).children, undefined);
+    const empty = Response.ok().withChildren([]);
+    assert.deepEqual(empty.children, []);
+    assert.deepEqual(empty.toReconcileResponse(...sent).children, { objects: [] });
+  });
+
+  it("are added in order, as compact UTF-8 JSON, on RETRY too", () => {
+    const response = Response.retry(5, "waiting for the Job").child(CONFIG_MAP).child(DEPLOYMENT);
+    assert.deepEqual(response.children, [CONFIG_MAP, DEPLOYMENT]);
+    const wire = response.toReconcileResponse(...sent);
+    assert.equal(wire.outcome, proto.Outcome.OUTCOME_RETRY);
+    assert.equal(Buffer.from(wire.children!.objects[0]!).toString("utf8"), JSON.stringify(CONFIG_MAP));
+    assert.deepEqual(decodedChildren(wire.children), [CONFIG_MAP, DEPLOYMENT]);
+  });
+
+  it("are copied as JSON; withChildren replaces the set", () => {
+    const source = { ...CONFIG_MAP, data: { greeting: "hi" } };
+    const response = Response.ok().child(DEPLOYMENT).withChildren([source]);
+    source.data.greeting = "changed later";
+    assert.deepEqual(response.children, [{ ...CONFIG_MAP, data: { greeting: "hi" } }]);
+    // A class instance is sent as JSON.stringify sees it, as for a status.
+    class Service {
+      apiVersion = "v1";
+      kind = "Service";
+      metadata = { name: "users" };
+    }
+    assert.deepEqual(Response.ok().child(new Service()).children, [
+      { apiVersion: "v1", kind: "Service", metadata: { name: "users" } },
+    ]);
+  });
+
+  for (const [what, child] of [
+    ["a number", 42],
+    ["an array", ["a"]],
+    ["a string", "ConfigMap"],
+    ["null", null],
+    ["undefined", undefined],
+  ] as [string, unknown][]) {
+    it(`refuse a child that is ${what}`, () => {
+      throwsInvalid(() => Response.ok().child(child as object), "a child must be a JSON object");
+      const response = Response.ok().child(DEPLOYMENT);
+      throwsInvalid(() => response.withChildren([CONFIG_MAP, child as object]), "a child must be a JSON object");
+      assert.deepEqual(response.children, [DEPLOYMENT], "a refused set leaves the one before");
+    });
+  }
+
+  it("refuse a child JSON cannot carry", () => {
+    throwsInvalid(() => Response.ok().child({ ...CONFIG_MAP, data: { ratio: NaN } }), "a child cannot be encoded as JSON");
+  });
+
+  it("are carried by a Finalize answer", () => {
+    const draining = Response.retry(1, "draining").child(CONFIG_MAP).toFinalizeResponse(...sent);
+    assert.deepEqual(decodedChildren(draining.children), [CONFIG_MAP]);
+    assert.deepEqual(Response.ok().withChildren([]).toFinalizeResponse(...sent).children, { objects: [] });
+    assert.equal(Response.ok().toFinalizeResponse(...sent).children, undefined);
+  });
+});

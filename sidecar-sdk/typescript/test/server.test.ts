@@ -64,6 +64,7 @@ function reconcileRequest(spec: object = {}): proto.ReconcileRequest {
     implementation: "PostgreSQL",
     object: Buffer.from(JSON.stringify({ ...BASE, spec })),
     extensions: [],
+    children: [],
   };
 }
 
@@ -119,9 +120,11 @@ describe("heartbeats", () => {
         base: { group: "myorg.org", kind: "DatabaseTable" },
         implementation: "PostgreSQL",
         extensions: [{ group: "myorg.org", kind: "DatabaseTablePostgreSqlExtension" }],
+        children: [],
       },
     ]);
     assert.deepEqual(heartbeat.capabilities, [proto.Capability.CAPABILITY_RECONCILE]);
+    assert.deepEqual(heartbeat.mutations, []);
     assert.equal(authority, "localhost");
   });
 
@@ -278,16 +281,19 @@ describe("the Plugin service", () => {
     assert.equal((await dialer.open(server.socketPath).probe()).ready, true);
   });
 
-  it("answers Validate, Default and Hook with UNIMPLEMENTED when it has none of their methods, advertising none", async () => {
+  it("answers Validate, Default, Hook and Mutate with UNIMPLEMENTED when it has none of their methods, advertising none", async () => {
     const server = await start(new Echo(), INFO, 60);
     const stub = dialer.open(server.socketPath);
     const info = await stub.getInfo();
     assert.deepEqual(info.hooks, []);
     assert.deepEqual(info.callPolicies, []);
+    assert.deepEqual(info.mutations, []);
     for (const capability of [
       proto.Capability.CAPABILITY_VALIDATE,
       proto.Capability.CAPABILITY_DEFAULT,
       proto.Capability.CAPABILITY_HOOKS,
+      proto.Capability.CAPABILITY_CHILDREN,
+      proto.Capability.CAPABILITY_MUTATE,
     ]) {
       assert.ok(!info.capabilities.includes(capability), `${capability}`);
     }
@@ -317,9 +323,24 @@ describe("the Plugin service", () => {
           ),
         ),
       ],
+      // Not in the SDK yet: never advertised, always UNIMPLEMENTED.
+      [
+        "Mutate",
+        unary((done) =>
+          stub.client.mutate(
+            { object: Buffer.from(JSON.stringify(BASE)), live: Buffer.alloc(0), base: Buffer.alloc(0), implementation: "" },
+            done,
+          ),
+        ),
+      ],
     ];
     for (const [call, answer] of calls) {
-      await assert.rejects(answer, (error: ServiceError) => error.code === GrpcStatus.UNIMPLEMENTED, call);
+      await assert.rejects(
+        answer,
+        (error: ServiceError) =>
+          error.code === GrpcStatus.UNIMPLEMENTED && error.details === `plugin postgresql does not implement ${call}`,
+        call,
+      );
     }
   });
 
@@ -397,7 +418,7 @@ describe("the Plugin service", () => {
     const server = await start(plugin, INFO, 60);
     const response = await dialer
       .open(server.socketPath)
-      .reconcile({ implementation: "PostgreSQL", object: Buffer.from("{oops"), extensions: [] });
+      .reconcile({ implementation: "PostgreSQL", object: Buffer.from("{oops"), extensions: [], children: [] });
     assert.equal(response.outcome, proto.Outcome.OUTCOME_FAILED);
     assert.ok(response.message.startsWith("kplug: the base object is not valid JSON: "), response.message);
     assert.equal(called, false);
@@ -407,7 +428,7 @@ describe("the Plugin service", () => {
     const server = await start(new Echo(), INFO, 60);
     const response = await dialer
       .open(server.socketPath)
-      .finalize({ implementation: "PostgreSQL", object: Buffer.from(JSON.stringify(BASE)), extensions: [] });
+      .finalize({ implementation: "PostgreSQL", object: Buffer.from(JSON.stringify(BASE)), extensions: [], children: [] });
     assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
   });
 
@@ -433,6 +454,128 @@ describe("the Plugin service", () => {
     const response = await dialer.open(server.socketPath).reconcile(reconcileRequest({ big }), 20);
     assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
     assert.deepEqual(statusOf(response.status), { spec: { big } });
+  });
+});
+
+const CHILD_OFFER: Offer = {
+  base: { group: "myorg.org", kind: "DatabaseTable" },
+  implementation: "PostgreSQL",
+  children: [
+    { apiVersion: "v1", kind: "ConfigMap" },
+    { apiVersion: "apps/v1", kind: "Deployment" },
+  ],
+};
+const PARENT_INFO: PluginInfo = { name: "parent", version: "1", offers: [CHILD_OFFER] };
+const SETTINGS = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "users-settings" } };
+
+/** Desires one ConfigMap per table, and reports the Deployments it observes. */
+class Parent implements Plugin {
+  reconcile(request: Request): Response {
+    const deployments = request.childrenOf("Deployment").map((d) => request.ref(d).name);
+    return Response.ok()
+      .withStatus({ deployments })
+      .child({ ...SETTINGS, metadata: { name: `${request.name}-settings` }, data: { table: request.name } });
+  }
+
+  finalize(request: Request): Response {
+    // Keeps the children while clean-up goes on; the empty set once it is done.
+    if (request.child("ConfigMap", "users-settings") !== undefined) {
+      return Response.retry(1, "draining").withChildren(request.children);
+    }
+    return Response.ok().withChildren([]);
+  }
+}
+
+const childrenOf = (children: proto.Children | undefined) =>
+  children?.objects.map((c) => JSON.parse(Buffer.from(c).toString("utf8")) as unknown);
+
+describe("children", () => {
+  it("are advertised with CHILDREN, last, in heartbeats and GetInfo", async () => {
+    await start(new Parent(), PARENT_INFO);
+    await registry.waitFor("heartbeats");
+    const { request: heartbeat } = registry.heartbeats[0]!;
+    const info = registry.handshakes.get(heartbeat.instanceId)?.info;
+    assert.ok(info);
+    const expected = [
+      proto.Capability.CAPABILITY_RECONCILE,
+      proto.Capability.CAPABILITY_FINALIZE,
+      proto.Capability.CAPABILITY_CHILDREN,
+    ];
+    assert.deepEqual(heartbeat.capabilities, expected);
+    assert.deepEqual(info.capabilities, expected);
+    for (const offers of [heartbeat.offers, info.offers]) {
+      assert.deepEqual(offers[0]?.children, [
+        { group: "", version: "v1", kind: "ConfigMap" },
+        { group: "apps", version: "v1", kind: "Deployment" },
+      ]);
+    }
+    assert.deepEqual(heartbeat.mutations, []);
+    assert.deepEqual(info.mutations, []);
+  });
+
+  it("go both ways in Reconcile and Finalize", async () => {
+    const server = await start(new Parent(), PARENT_INFO, 60);
+    const stub = dialer.open(server.socketPath);
+    const deployment = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "db" } };
+    const response = await stub.reconcile({ ...reconcileRequest(), children: [Buffer.from(JSON.stringify(deployment))] });
+    assert.equal(response.outcome, proto.Outcome.OUTCOME_OK, response.message);
+    assert.deepEqual(statusOf(response.status), { deployments: ["db"] });
+    assert.deepEqual(childrenOf(response.children), [
+      { ...SETTINGS, data: { table: "users" } },
+    ]);
+
+    const finalize = {
+      implementation: "PostgreSQL",
+      object: Buffer.from(JSON.stringify(BASE)),
+      extensions: [],
+      children: [Buffer.from(JSON.stringify(SETTINGS))],
+    };
+    const draining = await stub.finalize(finalize);
+    assert.equal(draining.outcome, proto.Outcome.OUTCOME_RETRY);
+    assert.deepEqual(childrenOf(draining.children), [SETTINGS]);
+    // The empty set is still a set: the message is sent, with no object.
+    const done = await stub.finalize({ ...finalize, children: [] });
+    assert.equal(done.outcome, proto.Outcome.OUTCOME_OK);
+    assert.deepEqual(done.children, { objects: [] });
+  });
+
+  it("are left as they are by an answer without them", async () => {
+    const server = await start(new Echo(), INFO, 60);
+    const response = await dialer.open(server.socketPath).reconcile(reconcileRequest());
+    assert.equal(response.outcome, proto.Outcome.OUTCOME_OK);
+    assert.equal(response.children, undefined);
+  });
+
+  it("that are not JSON objects, observed, fail the call before the handler", async () => {
+    let called = false;
+    const plugin: Plugin = {
+      reconcile: () => {
+        called = true;
+        return Response.ok();
+      },
+    };
+    const server = await start(plugin, PARENT_INFO, 60);
+    const stub = dialer.open(server.socketPath);
+    const notAnObject = await stub.reconcile({ ...reconcileRequest(), children: [Buffer.from("{}"), Buffer.from("[1]")] });
+    assert.equal(notAnObject.outcome, proto.Outcome.OUTCOME_FAILED);
+    assert.equal(notAnObject.message, "kplug: child #1 is not a JSON object");
+    const notJson = await stub.reconcile({ ...reconcileRequest(), children: [Buffer.from("{oops")] });
+    assert.ok(notJson.message.startsWith("kplug: child #0 is not valid JSON: "), notJson.message);
+    assert.equal(notJson.children, undefined);
+    assert.equal(called, false);
+  });
+
+  it("that are not JSON objects, desired, fail the call with nothing else", async () => {
+    const plugin: Plugin = {
+      // What plain JavaScript can do: the types would refuse it.
+      reconcile: (request) => Response.ok().withStatus({ a: 1 }).withChildren([request.object, 42 as unknown as object]),
+    };
+    const server = await start(plugin, PARENT_INFO, 60);
+    const response = await dialer.open(server.socketPath).reconcile(reconcileRequest());
+    assert.equal(response.outcome, proto.Outcome.OUTCOME_FAILED);
+    assert.ok(response.message.includes("a child must be a JSON object"), response.message);
+    assert.equal(response.status.length, 0);
+    assert.equal(response.children, undefined);
   });
 });
 

@@ -32,7 +32,7 @@ function nap(seconds: number): proto.ReconcileRequest {
     metadata: { name: "n", namespace: "default" },
     spec: { sleepSeconds: seconds },
   };
-  return { implementation: "Slow", object: Buffer.from(JSON.stringify(object)), extensions: [] };
+  return { implementation: "Slow", object: Buffer.from(JSON.stringify(object)), extensions: [], children: [] };
 }
 
 let dir: string;

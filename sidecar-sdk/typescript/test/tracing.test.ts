@@ -77,7 +77,7 @@ it("continues the operator's trace in the handler's span", async () => {
       JSON.stringify({ apiVersion: "example.com/v1", kind: "Greeting", metadata: { name: "world", namespace: "default" } }),
     );
     const answer = await unary<proto.ReconcileResponse>((done) =>
-      stub.client.reconcile({ implementation: "Hi", object, extensions: [] }, metadata, within(5), done),
+      stub.client.reconcile({ implementation: "Hi", object, extensions: [], children: [] }, metadata, within(5), done),
     );
     assert.equal(answer.outcome, proto.Outcome.OUTCOME_OK);
   } finally {

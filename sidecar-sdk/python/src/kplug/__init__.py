@@ -37,7 +37,7 @@ from kplug.hooks import (
     HookResponse,
     Phase,
 )
-from kplug.info import GroupKind, Offer, PluginInfo
+from kplug.info import ChildKind, GroupKind, Offer, PluginInfo
 from kplug.plugin import Plugin, Readiness
 from kplug.protocol import PROTOCOL, RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS
 from kplug.request import JsonObject, ObjectRef, Request
@@ -58,6 +58,7 @@ __all__ = [
     "Behaviour",
     "Call",
     "CallPolicy",
+    "ChildKind",
     "Condition",
     "Defaults",
     "Event",

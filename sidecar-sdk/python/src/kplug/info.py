@@ -11,6 +11,7 @@ from kplug.errors import StartupError
 from kplug.hooks import Behaviour, Call, CallPolicy, FailurePolicy, Hook, Phase
 from kplug.protocol import (
     MAX_CALL_POLICIES,
+    MAX_CHILD_KINDS_PER_OFFER,
     MAX_HOOKS,
     MAX_NAME_LENGTH,
     PROTOCOL,
@@ -18,7 +19,7 @@ from kplug.protocol import (
     validate_name,
 )
 
-__all__ = ["PROTOCOL", "GroupKind", "Offer", "PluginInfo", "validate_name"]
+__all__ = ["PROTOCOL", "ChildKind", "GroupKind", "Offer", "PluginInfo", "validate_name"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,32 @@ class GroupKind:
         return types_pb2.GroupKind(group=self.group, kind=self.kind)
 
 
+@dataclass(frozen=True)
+class ChildKind:
+    """A kind of Kubernetes object a plugin manages for each base object (its children), by
+    ``apiVersion`` and kind, as the objects themselves say it: ``ChildKind("apps/v1",
+    "Deployment")``, ``ChildKind("v1", "ConfigMap")``.
+
+    The operator sends and reads the children in this version.
+    """
+
+    api_version: str
+    kind: str
+
+    @property
+    def group(self) -> str:
+        """The API group, e.g. ``"apps"``; empty for the core group (``"v1"``)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        """The version, e.g. ``"v1"``."""
+        return self.api_version.rpartition("/")[2]
+
+    def to_proto(self) -> types_pb2.GroupVersionKind:
+        return types_pb2.GroupVersionKind(group=self.group, version=self.version, kind=self.kind)
+
+
 @dataclass
 class Offer:
     """One implementation the plugin provides for one base kind.
@@ -42,17 +69,31 @@ class Offer:
     ``implementation`` is the name users put in ``spec.preferredImplementation``
     (e.g. ``"PostgreSQL"``); ``extensions`` are the extension kinds the plugin
     understands for this base: only extensions of these kinds are sent to it.
+
+    ``children`` are the kinds of the Kubernetes objects the implementation manages for each
+    base object: its answers carry the desired ones (:meth:`kplug.Response.child`), its
+    requests the observed ones (:attr:`kplug.Request.children`), and the operator applies,
+    owns, watches and prunes them (only the kinds its ``--child-kinds`` allows). Declaring one
+    makes the plugin advertise the CHILDREN capability::
+
+        kplug.Offer(
+            kplug.GroupKind("myorg.org", "DatabaseServer"),
+            "PostgreSQL",
+            children=[kplug.ChildKind("apps/v1", "Deployment"), kplug.ChildKind("v1", "Service")],
+        )
     """
 
     base: GroupKind
     implementation: str
     extensions: list[GroupKind] = field(default_factory=list)
+    children: list[ChildKind] = field(default_factory=list)
 
     def to_proto(self) -> types_pb2.Offer:
         return types_pb2.Offer(
             base=self.base.to_proto(),
             implementation=self.implementation,
             extensions=[e.to_proto() for e in self.extensions],
+            children=[c.to_proto() for c in self.children],
         )
 
 
@@ -65,7 +106,9 @@ class PluginInfo:
     (the operator then adds a finalizer and calls ``Plugin.finalize`` before
     deletion). Left at ``None``, it is advertised when the plugin class
     overrides ``finalize``. (VALIDATE, DEFAULT and HOOKS are advertised exactly when the plugin
-    class overrides ``validate``, ``default`` and ``hook``.)
+    class overrides ``validate``, ``default`` and ``hook``; CHILDREN exactly when an offer
+    declares child kinds, :attr:`Offer.children`. MUTATE never: this SDK does not serve Mutate
+    yet.)
 
     ``hooks`` are the hooks the plugin declares (the plugin must override ``Plugin.hook``);
     ``call_policies`` ask for a deadline, and for admission a failure policy, per call (one per
@@ -107,6 +150,7 @@ class PluginInfo:
                     f"plugin {self.name!r}: every offer needs a base kind and an implementation "
                     f"name, got {offer!r}"
                 )
+            self._validate_children(offer)
         self._validate_hooks()
         self._validate_call_policies()
 
@@ -116,6 +160,29 @@ class PluginInfo:
             raise StartupError(
                 f"plugin {self.name} cannot start: {declared} {what} are declared; at most "
                 f"{limit} are accepted"
+            )
+
+    def _validate_children(self, offer: Offer) -> None:
+        # Checked here, as the operator checks them, so that a mistake stops the plugin with a
+        # message instead of every heartbeat being refused (or a kind never being applied).
+        self._check_at_most(
+            len(offer.children),
+            f"child kinds in offer {offer.implementation!r}",
+            MAX_CHILD_KINDS_PER_OFFER,
+        )
+        for child in offer.children:
+            if not isinstance(child, ChildKind):
+                problem = (
+                    f"{child!r} is not a kplug.ChildKind; use ChildKind(api_version, kind), e.g. "
+                    'ChildKind("apps/v1", "Deployment")'
+                )
+            elif not child.kind or not _is_api_version(child.api_version):
+                problem = f'{child!r} needs an apiVersion ("v1" or "<group>/<version>") and a kind'
+            else:
+                continue
+            raise StartupError(
+                f"plugin {self.name} cannot start: offer {offer.implementation!r}: child kind "
+                f"{problem}"
             )
 
     def _validate_hooks(self) -> None:
@@ -179,3 +246,9 @@ class PluginInfo:
             raise StartupError(
                 f"plugin {self.name} cannot start: call policy for {what}: {problem}"
             )
+
+
+def _is_api_version(api_version: str) -> bool:
+    """Whether ``api_version`` is ``<version>`` or ``<group>/<version>``, neither part empty."""
+    parts = api_version.split("/")
+    return len(parts) <= 2 and all(parts)

@@ -63,6 +63,9 @@ MAX_HOOKS = 16
 MAX_CALL_POLICIES = 16
 """The most call policies a plugin may declare."""
 
+MAX_CHILD_KINDS_PER_OFFER = 16
+"""The most child kinds one offer may declare."""
+
 MAX_FIELD_ERRORS = 64
 """The most field errors in one Validate answer; past it, the last says how many more there were."""
 

@@ -1,10 +1,11 @@
-"""What a plugin is asked to reconcile: the decoded base object and its extensions."""
+"""What a plugin is asked to reconcile: the decoded base object, its extensions and the children
+the operator manages for it."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kplug._proto import types_pb2
@@ -50,25 +51,38 @@ class ObjectRef:
 
 @dataclass
 class Request:
-    """A Reconcile or Finalize call: the base object and the extensions the plugin declared.
+    """A Reconcile or Finalize call: the base object, the extensions the plugin declared and the
+    children the operator manages for it.
 
     ``object`` is the base object as the API server serves it (``apiVersion``,
     ``kind``, ``metadata``, ``spec``, ``status``); ``extensions`` are the
-    extension objects, in the order the base object references them.
+    extension objects, in the order the base object references them; ``children`` are the
+    plugin's children of this base object as they are now (see :meth:`child`).
     """
 
     implementation: str
     object: JsonObject
     extensions: list[JsonObject]
+    children: list[JsonObject] = field(default_factory=list)
+    """The children the operator manages for this base object on this plugin's behalf, as they
+    are now (with their status, e.g. a Deployment's ``readyReplicas``), including those being
+    deleted. Empty when the offer declares no child kinds (:attr:`kplug.Offer.children`)."""
 
     @classmethod
-    def decode(cls, implementation: str, obj: bytes, extensions: Sequence[bytes]) -> Request:
-        """Decode the JSON the operator sent; raise :class:`InvalidRequestError` if it is not
-        a JSON object."""
+    def decode(
+        cls,
+        implementation: str,
+        obj: bytes,
+        extensions: Sequence[bytes],
+        children: Sequence[bytes] = (),
+    ) -> Request:
+        """Decode the JSON the operator sent; raise :class:`InvalidRequestError` if an object is
+        not a JSON object."""
         return cls(
             implementation=implementation,
             object=decode_object("the base object", obj),
             extensions=[decode_object(f"extension #{i}", e) for i, e in enumerate(extensions)],
+            children=[decode_object(f"child #{i}", c) for i, c in enumerate(children)],
         )
 
     @classmethod
@@ -77,6 +91,7 @@ class Request:
         implementation: str,
         object: Mapping[str, Any] | str | bytes,
         extensions: Sequence[Mapping[str, Any] | str | bytes] = (),
+        children: Sequence[Mapping[str, Any] | str | bytes] = (),
     ) -> Request:
         """A request as the operator would send it, for a plugin's own unit tests, which then
         call its handlers directly, with no socket and no operator::
@@ -93,10 +108,11 @@ class Request:
             response = await Hello().reconcile(request)
             assert response.status == {"greeting": "hello, world"}
 
-        ``object`` and each of ``extensions`` is a dict or JSON text. It goes through the
-        JSON encoding and decoding of a real call, so the handler gets fresh dicts and lists,
-        and a value JSON cannot carry fails here, not in production. Raises
-        :class:`InvalidRequestError`, naming the object, when one is not a JSON object.
+        ``object`` and each of ``extensions`` and ``children`` (the observed children, see
+        :attr:`children`) is a dict or JSON text. It goes through the JSON encoding and decoding
+        of a real call, so the handler gets fresh dicts and lists, and a value JSON cannot carry
+        fails here, not in production. Raises :class:`InvalidRequestError`, naming the object,
+        when one is not a JSON object.
         """
         return cls.decode(
             implementation,
@@ -104,6 +120,10 @@ class Request:
             [
                 encode_for_request(f"Request.from_json: extension #{i}", e)
                 for i, e in enumerate(extensions)
+            ],
+            [
+                encode_for_request(f"Request.from_json: child #{i}", c)
+                for i, c in enumerate(children)
             ],
         )
 
@@ -146,6 +166,15 @@ class Request:
     def extensions_of(self, kind: str) -> list[JsonObject]:
         """All extensions of this kind, in reference order."""
         return [e for e in self.extensions if e.get("kind") == kind]
+
+    def child(self, kind: str, name: str) -> JsonObject | None:
+        """The observed child of this kind (e.g. ``"Deployment"``) named ``name``, or ``None``
+        if it does not exist (yet)."""
+        return next((c for c in self.children_of(kind) if metadata_of(c).get("name") == name), None)
+
+    def children_of(self, kind: str) -> list[JsonObject]:
+        """The observed children of this kind, in the order the operator sent them."""
+        return [c for c in self.children if c.get("kind") == kind]
 
     def ref(self, obj: Mapping[str, Any] | None = None) -> ObjectRef:
         """The reference to ``obj`` (default: the base object), e.g. for

@@ -1,4 +1,4 @@
-"""What a plugin answers: an outcome, statuses, conditions and events.
+"""What a plugin answers: an outcome, statuses, conditions, events and the children it desires.
 
 Build one with :meth:`Response.ok`, :meth:`Response.retry` or
 :meth:`Response.failed`, then chain what you have to report::
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Self
@@ -96,8 +96,8 @@ class ObjectStatus:
 class Response:
     """A plugin's answer to Reconcile or Finalize.
 
-    Finalize answers carry only the outcome, message, retry delay and events:
-    the object is going away, so statuses and conditions are refused there.
+    Finalize answers carry only the outcome, message, retry delay, events and children: the
+    object is going away, so statuses and conditions are refused there.
     """
 
     outcome: Outcome
@@ -107,6 +107,9 @@ class Response:
     extension_statuses: list[ObjectStatus] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    children: list[JsonObject] | None = None
+    """The desired children (:meth:`child`, :meth:`with_children`): ``None`` leaves them as they
+    are, a list (even empty) is the whole set."""
 
     @classmethod
     def ok(cls, message: str = "", *, status: Mapping[str, Any] | None = None) -> Response:
@@ -177,6 +180,38 @@ class Response:
         self.events.append(Event(reason, message, warning, regarding_ref(regarding)))
         return self
 
+    def child(self, obj: Mapping[str, Any]) -> Self:
+        """Add a child: a Kubernetes object the operator applies for this base object, a dict
+        with ``apiVersion``, ``kind``, ``metadata.name`` and the fields the plugin manages. Its
+        kind must be one the offer declares (:attr:`kplug.Offer.children`); the operator puts it
+        in the base object's namespace, owns it and watches it::
+
+            return kplug.Response.ok().child({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{request.name}-greeting"},
+                "data": {"greeting": f"hello, {request.name}"},
+            })
+
+        An answer that adds a child, or calls :meth:`with_children`, carries the whole set: on
+        OK the operator deletes the children no longer listed (on RETRY it only applies them).
+        An answer without either leaves the children as they are.
+
+        Raises ValueError when ``obj`` is not a JSON object (a dict).
+        """
+        checked = _checked_child(obj)
+        self.children = [*(self.children or []), checked]
+        return self
+
+    def with_children(self, objects: Iterable[Mapping[str, Any]]) -> Self:
+        """Set the whole set of desired children (each as for :meth:`child`); an empty set
+        deletes every child on OK.
+
+        Raises ValueError when one of ``objects`` is not a JSON object (a dict).
+        """
+        self.children = [_checked_child(obj) for obj in objects]
+        return self
+
     def to_reconcile_proto(
         self, base: ObjectRef, extensions: Sequence[ObjectRef]
     ) -> plugin_pb2.ReconcileResponse:
@@ -208,13 +243,15 @@ class Response:
             _check_condition_type(condition.type)
             response.conditions.append(condition.to_proto())
         response.events.extend(events_proto(self.events, base, extensions))
+        _set_children(response, self.children)
         return response
 
     def to_finalize_proto(
         self, base: ObjectRef, extensions: Sequence[ObjectRef]
     ) -> plugin_pb2.FinalizeResponse:
         """The wire form of a Finalize answer; raise ValueError if it carries statuses or
-        conditions (a Finalize response cannot)."""
+        conditions (a Finalize response cannot). Its children are those still wanted while
+        clean-up goes on; once the answer is OK, every child goes."""
         if self.status is not None or self.extension_statuses or self.conditions:
             raise ValueError(
                 "a Finalize response carries no status, extension statuses or conditions (the "
@@ -223,10 +260,36 @@ class Response:
         response = plugin_pb2.FinalizeResponse(outcome=self.outcome.value, message=self.message)
         set_retry_after(response, self.outcome, self.retry_after_seconds)
         response.events.extend(events_proto(self.events, base, extensions))
+        _set_children(response, self.children)
         return response
 
     def _with_optional_status(self, status: Mapping[str, Any] | None) -> Response:
         return self if status is None else self.with_status(status)
+
+
+def _checked_child(obj: Any) -> JsonObject:
+    """A copy of ``obj``, which must be a JSON object (a dict), to be sent as a child."""
+    if not isinstance(obj, Mapping):
+        # The wording is every SDK's (sidecar-sdk/conformance/README.md, step 4c).
+        raise ValueError(
+            f"a child must be a JSON object (a dict with apiVersion, kind and metadata.name), got "
+            f"{type(obj).__name__}"
+        )
+    return dict(obj)
+
+
+def _set_children(
+    response: plugin_pb2.ReconcileResponse | plugin_pb2.FinalizeResponse,
+    children: Sequence[JsonObject] | None,
+) -> None:
+    """Put the desired children on the wire: nothing for ``None``, else the ``children``
+    message, present even when empty (the empty set deletes every child)."""
+    if children is None:
+        return
+    response.children.SetInParent()
+    response.children.objects.extend(
+        encode_json(child, f"child #{i}") for i, child in enumerate(children)
+    )
 
 
 def check_retry_delay(after_seconds: float) -> None:

@@ -8,7 +8,8 @@ error would only be retried.
 Validate and Default are the exception (docs/protocol.md, "Admission: Validate and Default"):
 a handler exception or an invalid answer is a gRPC ``INTERNAL`` error with its message, and an
 object that is not JSON ``INVALID_ARGUMENT``, so that the failure policy decides; the operator
-shows the message to the client. A call the plugin does not implement is ``UNIMPLEMENTED``.
+shows the message to the client. A call the plugin does not implement is ``UNIMPLEMENTED``, and
+so is Mutate, which this SDK does not implement yet (it never advertises CAPABILITY_MUTATE).
 """
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ T = TypeVar("T")
 
 def capabilities(plugin: Plugin, info: PluginInfo) -> list[types_pb2.Capability]:
     """RECONCILE always; FINALIZE when asked for, or when the plugin overrides finalize;
-    VALIDATE, DEFAULT and HOOKS when it overrides validate, default and hook (in that order,
-    as every SDK sends them)."""
+    VALIDATE, DEFAULT and HOOKS when it overrides validate, default and hook; CHILDREN when an
+    offer declares child kinds (in that order, as every SDK sends them). Never MUTATE: this SDK
+    does not serve Mutate yet."""
     finalize = overrides_finalize(plugin) if info.finalize is None else info.finalize
     optional = [
         (finalize, types_pb2.CAPABILITY_FINALIZE),
         (overrides(plugin, "validate"), types_pb2.CAPABILITY_VALIDATE),
         (overrides(plugin, "default"), types_pb2.CAPABILITY_DEFAULT),
         (overrides(plugin, "hook"), types_pb2.CAPABILITY_HOOKS),
+        (any(offer.children for offer in info.offers), types_pb2.CAPABILITY_CHILDREN),
     ]
     return [types_pb2.CAPABILITY_RECONCILE] + [c for wanted, c in optional if wanted]
 
@@ -145,7 +148,9 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
         wire_type: Callable[..., T],
     ) -> T:
         try:
-            decoded = Request.decode(request.implementation, request.object, request.extensions)
+            decoded = Request.decode(
+                request.implementation, request.object, request.extensions, request.children
+            )
         except InvalidRequestError as e:
             logger.error("plugin %s: %s; %s not called", self._info.name, e, call)
             return wire_type(outcome=types_pb2.OUTCOME_FAILED, message=str(e))
@@ -213,6 +218,14 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
                 return plugin_pb2.HookResponse(
                     outcome=types_pb2.OUTCOME_FAILED, message=describe_exception(e)
                 )
+
+    async def Mutate(  # noqa: N802
+        self, request: plugin_pb2.MutateRequest, context: grpc.aio.ServicerContext
+    ) -> plugin_pb2.MutateResponse:
+        # Not the generated servicer's default: that one raises, which grpc logs as a handler
+        # error; this answers UNIMPLEMENTED with the same message as an unimplemented Hook.
+        await self._unimplemented(context, "Mutate")
+        raise AssertionError("unreachable: abort raises")
 
     async def _admit(
         self,
