@@ -64,6 +64,8 @@ enum Break {
     StopServingFirst,
     /// exit: exits 1 after a clean shutdown.
     ExitNonzero,
+    /// mutate: a different patch for every Mutate, the same request or not.
+    RandomMutation,
 }
 
 /// A plugin from the protocol alone, breaking one rule on request.
@@ -107,8 +109,27 @@ fn hooks(broken: Option<Break>, in_heartbeat: bool) -> Vec<Hook> {
 }
 
 fn capabilities() -> Vec<i32> {
-    vec![Capability::Reconcile as i32, Capability::Finalize as i32]
+    vec![
+        Capability::Reconcile as i32,
+        Capability::Finalize as i32,
+        Capability::Mutate as i32,
+    ]
 }
+
+/// It patches Deployments (a label, the same each time unless told to
+/// break the rule).
+fn mutations() -> Vec<Mutation> {
+    vec![Mutation {
+        kind: Some(GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }),
+    }]
+}
+
+/// Mutate calls answered so far, for `--break random-mutation`.
+static MUTATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn reference(object: &Value) -> ObjectRef {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
@@ -127,7 +148,7 @@ impl Plugin for Service {
         _: tonic::Request<GetInfoRequest>,
     ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
         Ok(tonic::Response::new(GetInfoResponse {
-            mutations: Default::default(),
+            mutations: mutations(),
             name: NAME.into(),
             version: "1.0.0".into(),
             protocol: kplug_proto::PROTOCOL.into(),
@@ -237,7 +258,17 @@ impl Plugin for Service {
         &self,
         _: tonic::Request<kplug_proto::v1::MutateRequest>,
     ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Mutate"))
+        let n = MUTATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let value = if self.0 == Some(Break::RandomMutation) {
+            format!("call-{n}")
+        } else {
+            "yes".to_owned()
+        };
+        let patch = json!([{"op": "add", "path": "/metadata/labels/broken", "value": value}]);
+        Ok(tonic::Response::new(kplug_proto::v1::MutateResponse {
+            patch: patch.to_string().into_bytes(),
+            warnings: Vec::new(),
+        }))
     }
 }
 
@@ -274,7 +305,7 @@ async fn heartbeat(
     let (mut failures, mut sent, mut registered) = (0_u32, 0_u32, false);
     loop {
         let mut request = tonic::Request::new(HeartbeatRequest {
-            mutations: Default::default(),
+            mutations: mutations(),
             name: NAME.into(),
             version: if broken == Some(Break::ChangingVersion) {
                 format!("1.0.{sent}")

@@ -6,8 +6,8 @@
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
     Call, Capability, ConditionStatus, DefaultRequest, EventType, FailurePolicy, FinalizeRequest,
-    GetInfoRequest, HookBehaviour, HookPhase, HookRequest, ObjectRef, Operation, Outcome,
-    ProbeRequest, ReconcileRequest, ValidateRequest,
+    GetInfoRequest, HookBehaviour, HookPhase, HookRequest, MutateRequest, ObjectRef, Operation,
+    Outcome, ProbeRequest, ReconcileRequest, ValidateRequest,
 };
 use serde_json::{Value, json};
 use tonic::transport::Channel;
@@ -70,6 +70,10 @@ async fn run_case(
                         "behaviour": enum_name(HookBehaviour::try_from(h.behaviour).ok().map(|b| b.as_str_name()), "HOOK_BEHAVIOUR_"),
                         "order": h.order,
                     })
+                }).collect::<Vec<_>>(),
+                "mutations": info.mutations.iter().map(|m| {
+                    let kind = m.kind.clone().unwrap_or_default();
+                    json!({"group": kind.group, "version": kind.version, "kind": kind.kind})
                 }).collect::<Vec<_>>(),
                 "call_policies": info.call_policies.iter().map(|p| json!({
                     "call": enum_name(Call::try_from(p.call).ok().map(|c| c.as_str_name()), "CALL_"),
@@ -177,6 +181,28 @@ async fn run_case(
                     json!({"patch": status_json(&r.patch)?, "warnings": r.warnings})
                 }
                 Err(status) => grpc_error(&status, expect, "Default")?,
+            }
+        }
+        "Mutate" => {
+            let optional = |key: &str| match request.get(key) {
+                Some(value) => serde_json::to_vec(value).map_err(|e| e.to_string()),
+                None => Ok(Vec::new()),
+            };
+            let (implementation, object, _) = encode(request)?;
+            match client
+                .mutate(MutateRequest {
+                    object,
+                    live: optional("live")?,
+                    base: optional("base")?,
+                    implementation,
+                })
+                .await
+            {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    json!({"patch": status_json(&r.patch)?, "warnings": r.warnings})
+                }
+                Err(status) => grpc_error(&status, expect, "Mutate")?,
             }
         }
         "Hook" => {

@@ -64,6 +64,11 @@ pub const CHECKS: &[Check] = &[
         "a plugin with the FINALIZE capability gives a valid answer to Finalize (Reconcile and Finalize)",
     ),
     check(
+        "mutate",
+        "calls",
+        "a plugin with CAPABILITY_MUTATE answers Mutate of each kind it declares with a JSON Patch limited to /spec and single labels and annotations outside kplug.io/, and answers the same request twice with the same patch and warnings: the operator judges drift by the mutated object (Mutate)",
+    ),
+    check(
         "bad-input",
         "calls",
         "an object that is not JSON gets OUTCOME_FAILED with a message, not a gRPC error, and the plugin goes on serving (Reconcile and Finalize)",

@@ -129,6 +129,11 @@ async fn finalize_fails_a_plugin_without_an_outcome() {
 }
 
 #[tokio::test]
+async fn mutate_fails_a_plugin_whose_mutation_differs_for_the_same_request() {
+    fails("mutate", "random-mutation").await;
+}
+
+#[tokio::test]
 async fn bad_input_fails_a_plugin_that_answers_bad_json_with_a_grpc_error() {
     fails("bad-input", "error-on-bad-json").await;
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use kplug_sidecar::proto::v1::Outcome;
 use kplug_sidecar::{
     AdmissionRequest, Behaviour, BoxError, Call, CallPolicy, Defaults, FailurePolicy, Hook,
-    HookCall, Object, Offer, Operation, Phase, Plugin, PluginInfo, Readiness, Request, Response,
-    Validation,
+    HookCall, MutateCall, Mutation, Object, Offer, Operation, Phase, Plugin, PluginInfo, Readiness,
+    Request, Response, Validation,
 };
 use serde_json::{Map, Value, json};
 
@@ -215,6 +215,36 @@ impl Plugin for Conformance {
         Ok(defaults)
     }
 
+    /// The README's Mutate: `c` is the base object's `spec.conformance`;
+    /// `raise`, `patch`, `warnings` and `echo`.
+    async fn mutate(&self, call: MutateCall) -> Result<Mutation, BoxError> {
+        let c = call.base().map(directives).unwrap_or_default();
+        raise_if_asked(&c)?;
+        let mut mutation = Mutation::none();
+        for op in items(&c, "patch") {
+            let path = op["path"].as_str().unwrap_or_default();
+            mutation = match op["op"].as_str().unwrap_or_default() {
+                "add" => mutation.add(path, &op["value"]),
+                "replace" => mutation.replace(path, &op["value"]),
+                _ => mutation.remove(path),
+            };
+        }
+        for warning in strings(&c, "warnings") {
+            mutation = mutation.warning(warning);
+        }
+        if c.get("echo").and_then(Value::as_bool) == Some(true) {
+            let object = call.object();
+            let live = call.live().map_or("none", |l| l.name());
+            mutation = mutation.warning(format!(
+                "{} {}/{} live={live}",
+                call.implementation(),
+                object.kind(),
+                object.name()
+            ));
+        }
+        Ok(mutation)
+    }
+
     /// The README's Hook: the outcome and events as for Finalize, `status`
     /// (reserved keys allowed) and `echo`.
     async fn hook(&self, call: HookCall) -> Result<Response, BoxError> {
@@ -294,6 +324,7 @@ fn info() -> PluginInfo {
                 .child("v1", "ConfigMap")
                 .child("apps/v1", "Deployment"),
         )
+        .mutation("apps/v1", "Deployment")
         .hook(
             Hook::new(
                 "audit",

@@ -46,6 +46,7 @@
 mod admission;
 mod heartbeat;
 mod hooks;
+mod mutate;
 mod object;
 mod plugin;
 mod request;
@@ -55,6 +56,7 @@ mod server;
 pub use admission::{AdmissionRequest, Defaults, Operation, Validation};
 pub use hooks::{Behaviour, Call, CallPolicy, FailurePolicy, Hook, HookCall, Phase};
 pub use kplug_proto as proto;
+pub use mutate::{MutateCall, Mutation};
 pub use object::Object;
 pub use plugin::{BoxError, Offer, Plugin, PluginInfo, Readiness};
 pub use request::Request;

@@ -9,6 +9,7 @@ use kplug_proto::v1::{self, Capability, GroupKind, GroupVersionKind};
 
 use crate::admission::{AdmissionRequest, Defaults, Validation};
 use crate::hooks::{CallPolicy, Hook, HookCall};
+use crate::mutate::{MutateCall, Mutation};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -173,6 +174,42 @@ pub trait Plugin: Send + Sync + 'static {
         NoHook
     }
 
+    /// Patch an object of a kind declared with [`PluginInfo::mutation`]
+    /// before the operator applies it: a child another plugin desires
+    /// (when the operator's `--mutators` allows this plugin for its kind),
+    /// or an embedding operator's own object. The answer must be
+    /// deterministic: the same call, the same [`Mutation`].
+    ///
+    /// Overriding this method makes the SDK advertise the MUTATE
+    /// capability; declaring mutations without overriding it is a
+    /// start-up error. An error returned here is answered with a gRPC
+    /// error carrying its message, and the operator holds the object until
+    /// a call succeeds.
+    ///
+    /// ```
+    /// use kplug_sidecar::{BoxError, MutateCall, Mutation, Plugin, Request, Response};
+    /// use serde_json::json;
+    ///
+    /// struct Backup;
+    ///
+    /// impl Plugin for Backup {
+    ///     async fn reconcile(&self, _: Request) -> Result<Response, BoxError> {
+    ///         Ok(Response::ok())
+    ///     }
+    ///
+    ///     async fn mutate(&self, call: MutateCall) -> Result<Mutation, BoxError> {
+    ///         Ok(Mutation::none().add(
+    ///             "/spec/template/spec/containers/-",
+    ///             json!({"name": "backup", "image": "backup:1"}),
+    ///         ))
+    ///     }
+    /// }
+    /// ```
+    fn mutate(&self, call: MutateCall) -> impl Future<Output = Result<Mutation, BoxError>> + Send {
+        let _ = call;
+        NoMutate
+    }
+
     /// Whether the plugin can take work (e.g. its database is reachable).
     fn ready(&self) -> impl Future<Output = Readiness> + Send {
         async { Readiness::Ready }
@@ -226,6 +263,17 @@ impl Future for NoHook {
     }
 }
 
+/// The future of the default [`Plugin::mutate`] (see [`NoFinalize`]).
+struct NoMutate;
+
+impl Future for NoMutate {
+    type Output = Result<Mutation, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(Mutation::none()))
+    }
+}
+
 /// The type of the future a method returns, from the method itself;
 /// nothing is called.
 fn future_type<P, A, F: 'static>(_: fn(&'static P, A) -> F) -> TypeId {
@@ -254,6 +302,11 @@ pub(crate) fn implements_hook<P: Plugin>() -> bool {
     future_type(P::hook) != TypeId::of::<NoHook>()
 }
 
+/// Whether `P` overrides [`Plugin::mutate`] (as [`implements_finalize`]).
+pub(crate) fn implements_mutate<P: Plugin>() -> bool {
+    future_type(P::mutate) != TypeId::of::<NoMutate>()
+}
+
 /// The capabilities `P` advertises: RECONCILE, FINALIZE, VALIDATE,
 /// DEFAULT and HOOKS for the methods it overrides, and CHILDREN when an
 /// offer of `info` declares child kinds.
@@ -268,6 +321,7 @@ pub(crate) fn capabilities<P: Plugin>(info: &PluginInfo) -> Vec<i32> {
             info.offers.iter().any(|o| !o.children.is_empty()),
             Capability::Children,
         ),
+        (implements_mutate::<P>(), Capability::Mutate),
     ];
     caps.extend(
         optional
@@ -365,6 +419,7 @@ pub struct PluginInfo {
     pub(crate) offers: Vec<Offer>,
     pub(crate) hooks: Vec<Hook>,
     pub(crate) call_policies: Vec<CallPolicy>,
+    pub(crate) mutations: Vec<GroupVersionKind>,
 }
 
 impl PluginInfo {
@@ -379,7 +434,31 @@ impl PluginInfo {
             offers: Vec::new(),
             hooks: Vec::new(),
             call_policies: Vec::new(),
+            mutations: Vec::new(),
         }
+    }
+
+    /// Declares a kind of object the plugin patches, by `apiVersion` and
+    /// kind (e.g. `("apps/v1", "Deployment")`); the plugin must override
+    /// [`Plugin::mutate`]. The operator sends it only the kinds its admin
+    /// allows for it (`--mutators`).
+    pub fn mutation(mut self, api_version: &str, kind: &str) -> Self {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.mutations.push(GroupVersionKind {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        });
+        self
+    }
+
+    pub(crate) fn mutations(&self) -> Vec<v1::Mutation> {
+        self.mutations
+            .iter()
+            .map(|kind| v1::Mutation {
+                kind: Some(kind.clone()),
+            })
+            .collect()
     }
 
     /// One line for humans.
@@ -454,6 +533,16 @@ impl PluginInfo {
         }
         for (i, policy) in self.call_policies.iter().enumerate() {
             policy.validate(&self.name, &self.call_policies[..i])?;
+        }
+        if !self.mutations.is_empty() && !implements_mutate::<P>() {
+            return Err(declaration(
+                "it declares mutations but does not implement Plugin::mutate".into(),
+            ));
+        }
+        if implements_mutate::<P>() && self.mutations.is_empty() {
+            return Err(declaration(
+                "it implements Plugin::mutate but declares no kind to mutate (PluginInfo::mutation)".into(),
+            ));
         }
         Ok(())
     }

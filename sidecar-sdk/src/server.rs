@@ -25,9 +25,10 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::admission::AdmissionRequest;
 use crate::hooks::HookCall;
+use crate::mutate::MutateCall;
 use crate::plugin::{
     Plugin, PluginInfo, Readiness, capabilities, implements_defaults, implements_hook,
-    implements_validate,
+    implements_mutate, implements_validate,
 };
 use crate::request::Request;
 use crate::response::Response;
@@ -192,7 +193,7 @@ impl<P: Plugin> Server<P> {
             capabilities: capabilities::<P>(&self.info),
             hooks: self.info.hooks(),
             call_policies: self.info.call_policies(),
-            mutations: Vec::new(),
+            mutations: self.info.mutations(),
         };
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
@@ -444,7 +445,7 @@ impl<P: Plugin> PluginApi for Service<P> {
             description: self.info.description.clone(),
             hooks: self.info.hooks(),
             call_policies: self.info.call_policies(),
-            mutations: Vec::new(),
+            mutations: self.info.mutations(),
         }))
     }
 
@@ -577,8 +578,29 @@ impl<P: Plugin> PluginApi for Service<P> {
 
     async fn mutate(
         &self,
-        _: tonic::Request<MutateRequest>,
+        request: tonic::Request<MutateRequest>,
     ) -> Result<tonic::Response<MutateResponse>, tonic::Status> {
-        Err(self.unimplemented("Mutate"))
+        if !implements_mutate::<P>() {
+            return Err(self.unimplemented("Mutate"));
+        }
+        let span = self.span("Mutate", request.metadata());
+        let call = MutateCall::decode(&request.into_inner())
+            .map_err(|e| tonic::Status::invalid_argument(format!("kplug: {e}")))?;
+        let plugin = self.plugin.clone();
+        let mutation = self
+            .run("Mutate", async move { plugin.mutate(call).await })
+            .instrument(span)
+            .await
+            .map_err(tonic::Status::internal)?;
+        let response = mutation.into_proto().map_err(|problem| {
+            tracing::warn!(
+                plugin = self.info.name,
+                call = "Mutate",
+                problem,
+                "invalid mutation"
+            );
+            tonic::Status::internal(problem)
+        })?;
+        Ok(tonic::Response::new(response))
     }
 }

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use kplug_proto::v1::{
-    Capability, FinalizeRequest, HeartbeatRequest, Offer, Outcome, ProbeRequest, ReconcileRequest,
+    Capability, FinalizeRequest, HeartbeatRequest, MutateRequest, Offer, Outcome, ProbeRequest,
+    ReconcileRequest,
 };
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -116,6 +117,7 @@ impl Kit<'_> {
         if !self.wants_any(&[
             "reconcile",
             "finalize",
+            "mutate",
             "bad-input",
             "message-limit",
             "cases",
@@ -127,6 +129,7 @@ impl Kit<'_> {
             for name in [
                 "reconcile",
                 "finalize",
+                "mutate",
                 "bad-input",
                 "message-limit",
                 "cases",
@@ -157,6 +160,15 @@ impl Kit<'_> {
                 Verdict::Skip("the plugin does not advertise CAPABILITY_FINALIZE".into())
             };
             self.record("finalize", verdict, started);
+        }
+        if self.wants("mutate") {
+            let started = Instant::now();
+            let verdict = if first.capabilities.contains(&(Capability::Mutate as i32)) {
+                Verdict::from_result(self.judge_mutate(first, &offers[0]).await)
+            } else {
+                Verdict::Skip("the plugin does not advertise CAPABILITY_MUTATE".into())
+            };
+            self.record("mutate", verdict, started);
         }
         if self.wants("bad-input") {
             let started = Instant::now();
@@ -262,6 +274,87 @@ impl Kit<'_> {
                 checked.outcome,
                 checked.message
             ));
+        }
+        Ok(seen.join("; "))
+    }
+
+    /// Calls Mutate twice for an object of each declared kind, with the
+    /// same request, and judges both answers.
+    async fn judge_mutate(
+        &self,
+        first: &HeartbeatRequest,
+        objects: &Objects,
+    ) -> Result<String, String> {
+        if first.mutations.is_empty() {
+            return Err("the plugin advertises CAPABILITY_MUTATE but declares no kind to mutate (mutations)".into());
+        }
+        let mut seen = Vec::new();
+        for mutation in &first.mutations {
+            let kind = mutation.kind.clone().unwrap_or_default();
+            let api_version = if kind.group.is_empty() {
+                kind.version.clone()
+            } else {
+                format!("{}/{}", kind.group, kind.version)
+            };
+            let object = json!({
+                "apiVersion": api_version, "kind": kind.kind,
+                "metadata": {"name": "kplug-conformance", "namespace": "kplug-conformance",
+                             "labels": {"kplug.io/plugin": "kplug-conformance"}, "annotations": {}},
+                "spec": {},
+            });
+            let request = MutateRequest {
+                object: object.to_string().into_bytes(),
+                live: Vec::new(),
+                base: objects.base.to_string().into_bytes(),
+                implementation: objects.implementation.clone(),
+            };
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                let answer = self
+                    .client(first)
+                    .mutate(timed(request.clone(), CALL_DEADLINE))
+                    .await
+                    .map_err(|s| {
+                        format!(
+                            "Mutate of a {} failed with gRPC status {:?}: {}",
+                            kind.kind,
+                            s.code(),
+                            s.message()
+                        )
+                    })?
+                    .into_inner();
+                answers.push(answer);
+            }
+            if answers[0] != answers[1] {
+                return Err(format!(
+                    "Mutate of a {} answered the same request twice with different patches ({:?} then {:?}); a mutation must be deterministic, or the operator would apply every reconcile",
+                    kind.kind,
+                    String::from_utf8_lossy(&answers[0].patch),
+                    String::from_utf8_lossy(&answers[1].patch)
+                ));
+            }
+            let patch = &answers[0].patch;
+            if !patch.is_empty() {
+                let operations: Vec<Value> = serde_json::from_slice(patch).map_err(|e| {
+                    format!(
+                        "Mutate of a {} answered a patch that is not a JSON Patch: {e}",
+                        kind.kind
+                    )
+                })?;
+                for op in &operations {
+                    let path = op["path"].as_str().unwrap_or_default();
+                    let kplug = path.starts_with("/metadata/labels/kplug.io~1")
+                        || path.starts_with("/metadata/annotations/kplug.io~1");
+                    let whole = path == "/metadata/labels" || path == "/metadata/annotations";
+                    if !kplug_proto::limits::default_patch_path_allowed(path) || kplug || whole {
+                        return Err(format!(
+                            "Mutate of a {} patches {path:?}; the operator refuses a patch outside /spec and single labels and annotations outside kplug.io/",
+                            kind.kind
+                        ));
+                    }
+                }
+            }
+            seen.push(format!("{}: the same answer twice", kind.kind));
         }
         Ok(seen.join("; "))
     }
