@@ -260,3 +260,159 @@ pub(super) fn unreadable(
     tracing::info!(webhook = webhook.label(), %message, "admission: bad request");
     BadRequest(message)
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::core::DynamicObject;
+    use kube::core::admission::{AdmissionRequest, AdmissionReview};
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn response() -> AdmissionResponse {
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": "myorg.org", "version": "v1alpha1", "kind": "DatabaseTable"},
+                "resource": {"group": "myorg.org", "version": "v1alpha1", "resource": "databasetables"},
+                "name": "users", "namespace": "shop", "operation": "CREATE",
+                "userInfo": {}, "object": {"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable", "metadata": {"name": "users"}},
+            }
+        }))
+        .unwrap();
+        let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+        AdmissionResponse::from(&request)
+    }
+
+    fn subject() -> Subject {
+        Subject {
+            group: "myorg.org".into(),
+            kind: "DatabaseTable".into(),
+            name: "users".into(),
+            label: "DatabaseTable.myorg.org shop/users".into(),
+        }
+    }
+
+    /// Concludes `outcome` for `webhook`: what the API server is sent, and
+    /// the `kplug_admission_total` samples.
+    fn concluded(outcome: Outcome, webhook: Webhook) -> (Value, String) {
+        let mut registry = Registry::default();
+        let metrics = AdmissionMetrics::register(&mut registry);
+        let response = outcome.conclude(webhook, &subject(), &metrics, response());
+        let mut samples = String::new();
+        encode(&mut samples, &registry).unwrap();
+        let sent = serde_json::to_value(response.into_review()).unwrap()["response"].clone();
+        (sent, samples)
+    }
+
+    #[test]
+    fn a_review_that_asked_plugins_is_counted_by_each_ones_part() {
+        let (sent, samples) = concluded(
+            Outcome::Asked {
+                parts: vec![
+                    ("sqlite".into(), Part::Allowed),
+                    ("audit".into(), Part::Ignored),
+                ],
+                answer: Answer::Allowed {
+                    warnings: vec!["plugin audit: Validate failed".into()],
+                    patch: None,
+                },
+            },
+            Webhook::Validating,
+        );
+        assert_eq!(sent["allowed"], true);
+        assert_eq!(sent["warnings"], json!(["plugin audit: Validate failed"]));
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="validating",plugin="sqlite",outcome="allowed"} 1"#
+            ),
+            "{samples}"
+        );
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="validating",plugin="audit",outcome="ignored"} 1"#
+            ),
+            "{samples}"
+        );
+        assert!(!samples.contains(r#"plugin="""#), "{samples}");
+    }
+
+    #[test]
+    fn a_review_that_asked_none_is_counted_once_with_an_empty_plugin() {
+        let no_plugin = |policy| Outcome::NoPlugin {
+            policy,
+            why: "no ready plugin serves DatabaseTable.myorg.org".into(),
+        };
+        let (sent, samples) = concluded(no_plugin(NoPlugin::Deny), Webhook::Validating);
+        assert_eq!(sent["allowed"], false);
+        assert_eq!(sent["status"]["code"], 403);
+        assert_eq!(sent["status"]["reason"], "Forbidden");
+        let message = sent["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("no plugin could be asked about DatabaseTable.myorg.org shop/users: no ready plugin serves")
+                && message.contains("(--webhook-no-plugin deny)"),
+            "{message}"
+        );
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="validating",plugin="",outcome="no_plugin_denied"} 1"#
+            ),
+            "{samples}"
+        );
+        // Both webhooks see the object: only the validating one warns.
+        let (sent, samples) = concluded(no_plugin(NoPlugin::Allow), Webhook::Mutating);
+        assert_eq!(sent["allowed"], true);
+        assert!(sent.get("warnings").is_none(), "{sent}");
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="mutating",plugin="",outcome="no_plugin_allowed"} 1"#
+            ),
+            "{samples}"
+        );
+        let (sent, _) = concluded(no_plugin(NoPlugin::Allow), Webhook::Validating);
+        assert_eq!(sent["warnings"].as_array().map(Vec::len), Some(1), "{sent}");
+    }
+
+    #[test]
+    fn refusals_carry_their_code_and_every_failure() {
+        let (sent, samples) = concluded(
+            Outcome::Asked {
+                parts: vec![("a".into(), Part::Failed), ("b".into(), Part::Failed)],
+                answer: Answer::Unavailable {
+                    refusals: vec!["a is down".into(), "b is down".into()],
+                    warnings: vec![],
+                },
+            },
+            Webhook::Validating,
+        );
+        assert_eq!(sent["status"]["code"], 503);
+        assert_eq!(sent["status"]["reason"], "ServiceUnavailable");
+        assert_eq!(sent["status"]["message"], "a is down; b is down");
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="validating",plugin="b",outcome="failed"} 1"#
+            ),
+            "{samples}"
+        );
+        let (sent, samples) = concluded(
+            Outcome::BadRequest("the review carries no object".into()),
+            Webhook::Mutating,
+        );
+        assert_eq!(sent["status"]["code"], 400);
+        assert_eq!(sent["status"]["reason"], "BadRequest");
+        assert!(
+            samples.contains(
+                r#"kplug_admission_total{webhook="mutating",plugin="",outcome="bad_request"} 1"#
+            ),
+            "{samples}"
+        );
+        let (sent, _) = concluded(
+            Outcome::Denied("an edit of the choice".into()),
+            Webhook::Validating,
+        );
+        assert_eq!(sent["status"]["code"], 403);
+    }
+}
