@@ -21,6 +21,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY proto proto
 COPY operator operator
+# A workspace member (kubectl kplug, not in any image): cargo reads every
+# member's manifest.
+COPY kubectl-kplug kubectl-kplug
 COPY sidecar-sdk sidecar-sdk
 COPY conformance conformance
 COPY exec exec

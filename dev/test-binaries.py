@@ -60,7 +60,7 @@ EXPECTED_SECONDS = {
     "kplug-operator/bad_input": 39,
     "kplug-operator/api_server_restart": 29,
     "kplug-operator/database_table": 22,
-    "kplug-operator/kubectl_kplug": 21,
+    "kubectl-kplug/kubectl_kplug": 21,
     "kplug-deploy-tests/rbac": 19,
     "kplug-testenv/kube_testenv": 15,
     "kplug-operator/high_availability": 15,

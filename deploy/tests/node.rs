@@ -486,7 +486,7 @@ fn kubectl_kplug_sees(control_plane: &ControlPlane, plugins: &[&str], table: &st
     let bin_dir = target_dir().join("debug");
     assert!(
         bin_dir.join("kubectl-kplug").is_file(),
-        "target/debug/kubectl-kplug is missing: cargo build -p kplug-operator --bins"
+        "target/debug/kubectl-kplug is missing: cargo build -p kubectl-kplug"
     );
     let path = format!(
         "{}:{}",

@@ -96,17 +96,9 @@ impl Runner {
         &self.spec.command[0]
     }
 
-    /// Runs the command once, waiting for a free slot first; `stdin` is
-    /// written to it and closed.
-    ///
-    /// # Errors
-    /// The command cannot be started (missing, not executable).
-    pub async fn run(&self, env: &CallEnv<'_>, stdin: Vec<u8>) -> std::io::Result<Finished> {
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
+    /// The command, in its working directory, with the manifest's
+    /// environment and the call's.
+    fn command(&self, env: &CallEnv<'_>) -> Command {
         let (program, args) = self.spec.command.split_first().expect("checked at load");
         let mut command = Command::new(program);
         command
@@ -120,7 +112,22 @@ impl Runner {
         if let Some((hook, phase)) = env.hook {
             command.env(HOOK_ENV, hook).env(PHASE_ENV, phase);
         }
-        let mut child = command
+        command
+    }
+
+    /// Runs the command once, waiting for a free slot first; `stdin` is
+    /// written to it and closed.
+    ///
+    /// # Errors
+    /// The command cannot be started (missing, not executable).
+    pub async fn run(&self, env: &CallEnv<'_>, stdin: Vec<u8>) -> std::io::Result<Finished> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let mut child = self
+            .command(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

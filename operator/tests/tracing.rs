@@ -109,7 +109,7 @@ async fn one_reconcile_is_one_trace_across_operator_and_plugin() {
         .unwrap_or_else(|| panic!("no trace id in: {message}"))
         .to_owned();
     assert_eq!(trace.len(), 32, "{message}");
-    let why = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kplug"))
+    let why = tokio::process::Command::new(kplug_testenv::workspace_binary("kubectl-kplug"))
         .args(["why", "databasetable/traced", "-n", &w.ns])
         .args([
             "--operator",

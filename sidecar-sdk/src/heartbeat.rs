@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kplug_proto::rules::{self, HEARTBEAT_CALL_DEADLINE as CALL_DEADLINE};
-use kplug_proto::v1::HeartbeatRequest;
 use kplug_proto::v1::registry_client::RegistryClient;
+use kplug_proto::v1::{HeartbeatRequest, HeartbeatResponse};
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
@@ -20,70 +20,27 @@ pub(crate) async fn run(
     channel: Channel,
     registry: PathBuf,
     request: HeartbeatRequest,
-    mut interval: Duration,
+    interval: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut client = RegistryClient::new(channel);
-    let mut registered = false;
-    let mut failures: u32 = 0;
+    let mut state = State {
+        registry,
+        interval,
+        registered: false,
+        failures: 0,
+    };
     loop {
         let mut call = tonic::Request::new(request.clone());
         call.set_timeout(CALL_DEADLINE);
         let result = tokio::time::timeout(CALL_DEADLINE, client.heartbeat(call)).await;
         let delay = match result {
-            Ok(Ok(response)) => {
-                let response = response.into_inner();
-                if let Some(wanted) = response
-                    .interval
-                    .and_then(|d| Duration::try_from(d).ok())
-                    .filter(|d| !d.is_zero())
-                {
-                    interval = wanted;
-                }
-                if response.accepted {
-                    if !registered {
-                        tracing::info!(plugin = request.name, registry = %registry.display(), "registered with the operator");
-                    }
-                    if !response.reason.is_empty() {
-                        tracing::info!(
-                            plugin = request.name,
-                            note = response.reason,
-                            "operator says"
-                        );
-                    }
-                } else {
-                    tracing::error!(
-                        plugin = request.name,
-                        reason = response.reason,
-                        "the operator refused the registration; fix the plugin or the operator"
-                    );
-                }
-                registered = response.accepted;
-                failures = 0;
-                interval
-            }
-            Ok(Err(status)) => {
-                log_failure(
-                    &request.name,
-                    &registry,
-                    registered,
-                    failures,
-                    status.message(),
-                );
-                registered = false;
-                backoff(&mut failures, interval)
-            }
-            Err(_) => {
-                log_failure(
-                    &request.name,
-                    &registry,
-                    registered,
-                    failures,
-                    &format!("no answer within {CALL_DEADLINE:?}"),
-                );
-                registered = false;
-                backoff(&mut failures, interval)
-            }
+            Ok(Ok(response)) => state.answered(&request.name, response.into_inner()),
+            Ok(Err(status)) => state.failed(&request.name, status.message()),
+            Err(_) => state.failed(
+                &request.name,
+                &format!("no answer within {CALL_DEADLINE:?}"),
+            ),
         };
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
@@ -92,16 +49,56 @@ pub(crate) async fn run(
     }
 }
 
-fn log_failure(
-    plugin: &str,
-    registry: &std::path::Path,
+/// Where the heartbeats stand, between two of them.
+struct State {
+    /// The registry's socket, for messages.
+    registry: PathBuf,
+    /// The operator's interval (the configured one until it asks for
+    /// another).
+    interval: Duration,
+    /// Whether the last heartbeat was accepted.
     registered: bool,
+    /// Heartbeats failed in a row.
     failures: u32,
-    why: &str,
-) {
-    // Log a change of state and the first failure, not every retry.
-    if registered || failures == 0 {
-        tracing::warn!(plugin, registry = %registry.display(), why, "cannot reach the operator's registry; retrying with backoff");
+}
+
+impl State {
+    /// Takes in the operator's answer: the wait until the next heartbeat.
+    fn answered(&mut self, plugin: &str, response: HeartbeatResponse) -> Duration {
+        if let Some(wanted) = response
+            .interval
+            .and_then(|d| Duration::try_from(d).ok())
+            .filter(|d| !d.is_zero())
+        {
+            self.interval = wanted;
+        }
+        if response.accepted {
+            if !self.registered {
+                tracing::info!(plugin, registry = %self.registry.display(), "registered with the operator");
+            }
+            if !response.reason.is_empty() {
+                tracing::info!(plugin, note = response.reason, "operator says");
+            }
+        } else {
+            tracing::error!(
+                plugin,
+                reason = response.reason,
+                "the operator refused the registration; fix the plugin or the operator"
+            );
+        }
+        self.registered = response.accepted;
+        self.failures = 0;
+        self.interval
+    }
+
+    /// Takes in a heartbeat that got no answer: the wait until the next.
+    fn failed(&mut self, plugin: &str, why: &str) -> Duration {
+        // Log a change of state and the first failure, not every retry.
+        if self.registered || self.failures == 0 {
+            tracing::warn!(plugin, registry = %self.registry.display(), why, "cannot reach the operator's registry; retrying with backoff");
+        }
+        self.registered = false;
+        backoff(&mut self.failures, self.interval)
     }
 }
 

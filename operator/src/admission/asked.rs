@@ -62,50 +62,17 @@ pub(crate) fn asked(
     old: Option<&DynamicObject>,
     capability: Capability,
 ) -> Asked {
-    let socket = registry.socket_path();
-    let capable = |plugin: &str| registry.get(plugin).is_some_and(|p| p.has(capability));
     match role {
-        Role::Extension(kind) => {
-            let declaring: Vec<(Arc<PluginInstance>, String)> = registry
-                .ready()
-                .into_iter()
-                .filter_map(|p| {
-                    let implementation = p
-                        .offers()
-                        .iter()
-                        .find(|o| o.extensions.iter().any(|e| same_kind(e, kind)))?
-                        .implementation
-                        .clone();
-                    Some((p, implementation))
-                })
-                .collect();
-            if declaring.is_empty() {
-                return Asked::NoPlugin(format!(
-                    "no ready plugin declares the extension kind {} (plugins register on {})",
-                    display(kind),
-                    socket.display()
-                ));
-            }
-            Asked::Plugins(
-                declaring
-                    .into_iter()
-                    .filter(|(p, _)| p.has(capability))
-                    .map(|(p, implementation)| Ask {
-                        plugin: p.name().to_owned(),
-                        implementation,
-                    })
-                    .collect(),
-            )
-        }
+        Role::Extension(kind) => for_extension(registry, kind, capability),
         Role::Base => {
-            let candidates = registry.candidates(base);
             let none = || {
                 Asked::NoPlugin(format!(
                     "no ready plugin serves {} (plugins register on {})",
                     display(base),
-                    socket.display()
+                    registry.socket_path().display()
                 ))
             };
+            let candidates = registry.candidates(base);
             match settings.selection {
                 SelectionMode::All => {
                     let all = selection::select_all(&candidates);
@@ -114,7 +81,7 @@ pub(crate) fn asked(
                     }
                     Asked::Plugins(
                         all.into_iter()
-                            .filter(|c| capable(&c.plugin))
+                            .filter(|c| capable(registry, &c.plugin, capability))
                             .map(|c| Ask {
                                 plugin: c.plugin,
                                 implementation: c.implementation,
@@ -126,47 +93,97 @@ pub(crate) fn asked(
                     let recorded = Recorded::of(object).or_else(|| old.and_then(Recorded::of));
                     let preferred = preferred(object, &settings.preferred_field);
                     match selection::select(recorded.as_ref(), preferred, &candidates) {
-                        Selection::Chosen { candidate, .. } if capable(&candidate.plugin) => {
+                        Selection::Chosen { candidate, .. }
+                            if capable(registry, &candidate.plugin, capability) =>
+                        {
                             Asked::Plugins(vec![Ask {
                                 plugin: candidate.plugin,
                                 implementation: candidate.implementation,
                             }])
                         }
                         Selection::Chosen { .. } => Asked::Plugins(Vec::new()),
-                        // The object is bound to a plugin that is not
-                        // ready: asking it fails, and its failure policy
-                        // decides (not the no-plugin choice: this object
-                        // has a plugin, it is down).
                         Selection::RecordedUnavailable { recorded } => {
-                            // Still registered (not ready): it tells whether
-                            // it would have been asked at all.
-                            let registered = registry.instances().into_iter().find(|p| {
-                                recorded.plugin.as_ref().is_none_or(|name| name == p.name())
-                                    && p.offer(base, &recorded.implementation).is_some()
-                            });
-                            if registered.as_ref().is_some_and(|p| !p.has(capability)) {
-                                return Asked::Plugins(Vec::new());
-                            }
-                            let plugin = recorded
-                                .plugin
-                                .clone()
-                                .or_else(|| registered.map(|p| p.name().to_owned()));
-                            match plugin {
-                                Some(plugin) => Asked::Plugins(vec![Ask {
-                                    plugin,
-                                    implementation: recorded.implementation,
-                                }]),
-                                None => Asked::NoPlugin(format!(
-                                    "implementation {} (recorded) has no ready plugin",
-                                    recorded.implementation
-                                )),
-                            }
+                            for_unavailable(registry, base, recorded, capability)
                         }
                         Selection::NoCandidates => none(),
                     }
                 }
             }
         }
+    }
+}
+
+/// Whether `plugin` is registered and advertises `capability`.
+fn capable(registry: &Registry, plugin: &str, capability: Capability) -> bool {
+    registry.get(plugin).is_some_and(|p| p.has(capability))
+}
+
+/// Every ready plugin with an offer that declares the extension `kind`
+/// and advertises `capability`.
+fn for_extension(registry: &Registry, kind: &GroupKind, capability: Capability) -> Asked {
+    let declaring: Vec<(Arc<PluginInstance>, String)> = registry
+        .ready()
+        .into_iter()
+        .filter_map(|p| {
+            let implementation = p
+                .offers()
+                .iter()
+                .find(|o| o.extensions.iter().any(|e| same_kind(e, kind)))?
+                .implementation
+                .clone();
+            Some((p, implementation))
+        })
+        .collect();
+    if declaring.is_empty() {
+        return Asked::NoPlugin(format!(
+            "no ready plugin declares the extension kind {} (plugins register on {})",
+            display(kind),
+            registry.socket_path().display()
+        ));
+    }
+    Asked::Plugins(
+        declaring
+            .into_iter()
+            .filter(|(p, _)| p.has(capability))
+            .map(|(p, implementation)| Ask {
+                plugin: p.name().to_owned(),
+                implementation,
+            })
+            .collect(),
+    )
+}
+
+/// An object bound to a plugin that is not ready: asking it fails, and its
+/// failure policy decides (not the no-plugin choice: this object has a
+/// plugin, it is down).
+fn for_unavailable(
+    registry: &Registry,
+    base: &GroupKind,
+    recorded: Recorded,
+    capability: Capability,
+) -> Asked {
+    // Still registered (not ready): it tells whether it would have been
+    // asked at all.
+    let registered = registry.instances().into_iter().find(|p| {
+        recorded.plugin.as_ref().is_none_or(|name| name == p.name())
+            && p.offer(base, &recorded.implementation).is_some()
+    });
+    if registered.as_ref().is_some_and(|p| !p.has(capability)) {
+        return Asked::Plugins(Vec::new());
+    }
+    let plugin = recorded
+        .plugin
+        .clone()
+        .or_else(|| registered.map(|p| p.name().to_owned()));
+    match plugin {
+        Some(plugin) => Asked::Plugins(vec![Ask {
+            plugin,
+            implementation: recorded.implementation,
+        }]),
+        None => Asked::NoPlugin(format!(
+            "implementation {} (recorded) has no ready plugin",
+            recorded.implementation
+        )),
     }
 }
 

@@ -17,12 +17,17 @@
 //!   at start; with `--webhook-self-register` the operator writes both
 //!   webhook configurations itself ([`register`]).
 //!
-//! Every review is counted in `kplug_admission_total` and logged at debug;
-//! refusals and failures are logged at info.
+//! What a review came to is an [`outcome::Outcome`]: the one place it
+//! becomes the answer, the samples of `kplug_admission_total` and the log
+//! line (debug; refusals and failures at info). [`review`] decides whether
+//! an object is this operator's to judge; [`calls`] makes the plugins'
+//! calls under their failure policies.
 
 mod asked;
+mod calls;
 mod choice;
 mod config;
+mod outcome;
 mod patch;
 mod preference;
 mod register;
@@ -120,26 +125,7 @@ pub(crate) async fn start(
         .with_state(Arc::new(reviewer));
     let registration = match (&config.client, config.self_register) {
         (Some(client_config), true) => {
-            let mut resources = vec![resource(&parts.target.api_resource)];
-            for (group, kind) in parts.extension_kinds.kinds() {
-                resources.push(extension_resource(parts.client, group, kind).await?);
-            }
-            let registration = Registration::new(
-                config,
-                client_config.clone(),
-                resources,
-                parts.namespace.map(str::to_owned),
-            );
-            let ca = certificates.ca_bundle().borrow().clone();
-            registration
-                .apply(parts.client, &ca, &parts.settings.field_manager)
-                .await?;
-            tracing::info!(name = %registration.name, "webhook configurations applied");
-            Some((
-                registration,
-                parts.client.clone(),
-                parts.settings.field_manager.clone(),
-            ))
+            Some(self_register(config, client_config, &parts, &certificates).await?)
         }
         _ => None,
     };
@@ -150,6 +136,37 @@ pub(crate) async fn start(
         reload_from: config.cert_dir.clone(),
         registration,
     })
+}
+
+/// Writes both webhook configurations (`--webhook-self-register`): the
+/// registration, and the client and field manager that rewrite it when the
+/// CA bundle changes.
+async fn self_register(
+    config: &WebhookConfig,
+    client_config: &ClientConfig,
+    parts: &Parts<'_>,
+    certificates: &Certificates,
+) -> Result<(Registration, kube::Client, String), crate::Error> {
+    let mut resources = vec![resource(&parts.target.api_resource)];
+    for (group, kind) in parts.extension_kinds.kinds() {
+        resources.push(extension_resource(parts.client, group, kind).await?);
+    }
+    let registration = Registration::new(
+        config,
+        client_config.clone(),
+        resources,
+        parts.namespace.map(str::to_owned),
+    );
+    let ca = certificates.ca_bundle().borrow().clone();
+    registration
+        .apply(parts.client, &ca, &parts.settings.field_manager)
+        .await?;
+    tracing::info!(name = %registration.name, "webhook configurations applied");
+    Ok((
+        registration,
+        parts.client.clone(),
+        parts.settings.field_manager.clone(),
+    ))
 }
 
 impl Webhooks {

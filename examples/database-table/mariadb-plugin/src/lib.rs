@@ -30,12 +30,14 @@
 //! table go into **one** `ALTER TABLE`, which MariaDB applies completely or
 //! not at all.
 
-use std::collections::{BTreeMap, HashMap};
+mod table;
+
+use std::collections::HashMap;
 use std::sync::Mutex;
 
-use database_table_model::{ColumnType, DeletionPolicy, TableSpec, is_identifier, plan, validate};
+use database_table_model::{ColumnType, DeletionPolicy, TableSpec, is_identifier, validate};
 use kplug_sidecar::{
-    AdmissionRequest, BoxError, Defaults, Offer, Plugin, PluginInfo, Request, Response,
+    AdmissionRequest, BoxError, Defaults, Object, Offer, Plugin, PluginInfo, Request, Response,
 };
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, Pool};
@@ -171,6 +173,26 @@ impl MariaDbPlugin {
     }
 }
 
+/// The storage engine `extension` asks for (else [`DEFAULT_ENGINE`]), or
+/// why a name is not an engine's.
+fn storage_engine(extension: Option<&Object>) -> Result<String, String> {
+    let engine = extension
+        .and_then(|e| e.spec().get("storageEngine"))
+        .and_then(Value::as_str)
+        .filter(|e| !e.is_empty())
+        .unwrap_or(DEFAULT_ENGINE)
+        .to_owned();
+    if !engine
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(format!(
+            "storageEngine {engine:?} is not a valid engine name"
+        ));
+    }
+    Ok(engine)
+}
+
 impl Plugin for MariaDbPlugin {
     /// Fills in the storage engine (see [`defaults_of`]).
     async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
@@ -194,141 +216,21 @@ impl Plugin for MariaDbPlugin {
             }
         };
         let extension = request.extension(EXTENSION);
-        let engine = extension
-            .and_then(|e| e.spec().get("storageEngine"))
-            .and_then(Value::as_str)
-            .filter(|e| !e.is_empty())
-            .unwrap_or(DEFAULT_ENGINE)
-            .to_owned();
-        if !engine
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            return Ok(Response::failed(format!(
-                "storageEngine {engine:?} is not a valid engine name"
-            )));
-        }
-        let pool = self.pool(&spec.server_name)?;
+        let engine = match storage_engine(extension) {
+            Ok(engine) => engine,
+            Err(message) => return Ok(Response::failed(message)),
+        };
+        let server = &spec.server_name;
+        let pool = self.pool(server)?;
         let mut conn = pool
             .get_conn()
             .await
-            .map_err(|e| format!("server {}: cannot connect: {e}", spec.server_name))?;
-
-        let support: Option<String> = conn
-            .exec_first(
-                "SELECT SUPPORT FROM information_schema.ENGINES WHERE UPPER(ENGINE) = UPPER(?)",
-                (engine.as_str(),),
-            )
-            .await?;
-        if !matches!(support.as_deref(), Some("YES" | "DEFAULT")) {
-            let available: Vec<String> =
-                conn.query("SELECT ENGINE FROM information_schema.ENGINES WHERE SUPPORT IN ('YES', 'DEFAULT') ORDER BY ENGINE").await?;
-            return Ok(Response::failed(format!(
-                "storage engine {engine} is not available on server {} (available: {}); nothing changed",
-                spec.server_name,
-                available.join(", ")
-            )));
+            .map_err(|e| format!("server {server}: cannot connect: {e}"))?;
+        if let Some(refusal) = table::engine_refusal(&mut conn, &engine, server).await? {
+            return Ok(refusal);
         }
-
-        let existing: BTreeMap<String, String> = conn
-            .exec::<(String, String), _, _>(
-                "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
-                (table.name.as_str(),),
-            )
-            .await?
-            .into_iter()
-            .collect();
-        let name = quote(&table.name);
-        let mut response = Response::ok();
-        if existing.is_empty() {
-            let columns: Vec<String> = table
-                .columns
-                .iter()
-                .map(|(n, t)| format!("{} {}", quote(n), sql_type(*t)))
-                .collect();
-            conn.query_drop(format!(
-                "CREATE TABLE {name} ({}) ENGINE={engine}",
-                columns.join(", ")
-            ))
-            .await?;
-            response = response.event(
-                "TableCreated",
-                format!(
-                    "created table {} ({engine}) on {}",
-                    table.name, spec.server_name
-                ),
-            );
-        } else {
-            let plan = plan(&existing, &table, matches);
-            let current_engine: Option<String> = conn
-                .exec_first("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", (table.name.as_str(),))
-                .await?;
-            let engine_changes = !current_engine
-                .as_deref()
-                .is_some_and(|c| c.eq_ignore_ascii_case(&engine));
-            let mut clauses: Vec<String> = Vec::new();
-            clauses.extend(
-                plan.add
-                    .iter()
-                    .map(|(n, t)| format!("ADD COLUMN {} {}", quote(n), sql_type(*t))),
-            );
-            clauses.extend(
-                plan.retype
-                    .iter()
-                    .map(|(n, _, t)| format!("MODIFY COLUMN {} {}", quote(n), sql_type(*t))),
-            );
-            clauses.extend(
-                plan.drop
-                    .iter()
-                    .map(|n| format!("DROP COLUMN {}", quote(n))),
-            );
-            if engine_changes {
-                clauses.push(format!("ENGINE={engine}"));
-            }
-            let mut parts = vec![plan.summary()];
-            if engine_changes {
-                parts.push(format!(
-                    "engine {} → {engine}",
-                    current_engine.unwrap_or_default()
-                ));
-            }
-            let summary = parts.join(", ");
-            if !clauses.is_empty() {
-                // One statement: MariaDB applies it completely or not at all.
-                conn.query_drop(format!("ALTER TABLE {name} {}", clauses.join(", ")))
-                    .await?;
-                response =
-                    response.event("TableAltered", format!("table {}: {summary}", table.name));
-            }
-        }
-        let rows: Option<i64> = conn
-            .query_first(format!("SELECT COUNT(*) FROM {name}"))
-            .await?;
-        let actual_engine: Option<String> = conn
-            .exec_first("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", (table.name.as_str(),))
-            .await?;
-        let rows = rows.unwrap_or(0);
-        // The message says how the table is, not what this call did (that
-        // is the Event's): the same answer on every reconcile of an
-        // unchanged table is no status write.
-        let state = format!(
-            "table {} on {}: {} columns, engine {}",
-            table.name,
-            spec.server_name,
-            table.columns.len(),
-            actual_engine.as_deref().unwrap_or_default()
-        );
-        response = response
-            .message(state)
-            .status(json!({"table": table.name, "server": spec.server_name, "columns": table.columns.len(), "rows": rows}))
-            .condition("TableReady", Some(true), "UpToDate", format!("{} columns, engine {}", table.columns.len(), actual_engine.clone().unwrap_or_default()));
-        if let Some(extension) = extension {
-            response = response.extension_status(
-                extension,
-                json!({"storageEngine": actual_engine, "rows": rows}),
-            );
-        }
-        Ok(response)
+        let response = table::create_or_alter(&mut conn, &table, &engine, server).await?;
+        table::reconciled(&mut conn, response, &table, server, extension).await
     }
 
     async fn finalize(&self, request: Request) -> Result<Response, BoxError> {

@@ -31,17 +31,21 @@
 //! rebuilds the table (create, copy with CAST, drop, rename) inside that
 //! transaction.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod admission;
+mod indexes;
+mod schema;
+
 use std::path::{Path, PathBuf};
 
-use database_table_model::{
-    ColumnType, DeletionPolicy, Plan, SpecError, Table, TableSpec, is_identifier, plan, validate,
-};
+use database_table_model::{DeletionPolicy, Table, TableSpec, is_identifier, validate};
 use kplug_sidecar::{
     AdmissionRequest, BoxError, Object, Offer, Plugin, PluginInfo, Request, Response, Validation,
 };
-use rusqlite::{Connection, TransactionBehavior};
-use serde_json::{Value, json};
+use serde_json::json;
+
+pub use admission::field_errors;
+pub use indexes::{index_name, indexes, managed_indexes};
+pub use schema::{Applied, apply, drop_table};
 
 /// The extension kind this plugin reads.
 pub const EXTENSION: &str = "DatabaseTableSqliteExtension";
@@ -79,324 +83,6 @@ impl SqlitePlugin {
             ));
         }
         Ok(self.data_dir.join(format!("{server}.db")))
-    }
-}
-
-fn declared(t: ColumnType) -> &'static str {
-    match t {
-        ColumnType::Int32 => "INTEGER",
-        ColumnType::Int64 => "BIGINT",
-        ColumnType::Uint64 => "UNSIGNED BIGINT",
-        ColumnType::String => "TEXT",
-        ColumnType::Bool => "BOOLEAN",
-        ColumnType::Float64 => "DOUBLE",
-        ColumnType::Timestamp => "TIMESTAMP",
-    }
-}
-
-fn quote(ident: &str) -> String {
-    // Identifiers are validated; quoting keeps keywords (e.g. "order") safe.
-    format!("\"{}\"", ident.replace('"', "\"\""))
-}
-
-fn columns_sql(columns: &[(String, ColumnType)]) -> String {
-    columns
-        .iter()
-        .map(|(n, t)| format!("{} {}", quote(n), declared(*t)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn existing_columns(conn: &Connection, table: &str) -> rusqlite::Result<BTreeMap<String, String>> {
-    let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info(?1)")?;
-    let rows = stmt.query_map([table], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    })?;
-    rows.collect()
-}
-
-/// The columns `extension` asks to index (none without an extension).
-///
-/// # Errors
-/// What is wrong with `spec.indexes`, naming the extension: not a list of
-/// strings, or a column the table does not have.
-pub fn indexes(extension: Option<&Object>, table: &Table) -> Result<BTreeSet<String>, String> {
-    let Some(extension) = extension else {
-        return Ok(BTreeSet::new());
-    };
-    let what = format!("{EXTENSION} {}", extension.name());
-    let list = match extension.spec().get("indexes") {
-        None | Some(Value::Null) => return Ok(BTreeSet::new()),
-        Some(Value::Array(list)) => list,
-        Some(other) => {
-            return Err(format!(
-                "{what}: spec.indexes must be a list of column names, not {other}"
-            ));
-        }
-    };
-    let mut wanted = BTreeSet::new();
-    for item in list {
-        let Some(column) = item.as_str() else {
-            return Err(format!(
-                "{what}: spec.indexes must be a list of column names, not {item}"
-            ));
-        };
-        if !table.columns.iter().any(|(name, _)| name == column) {
-            return Err(format!(
-                "{what}: spec.indexes names column {column:?}, which table {} does not have; index one of its columns or remove the entry",
-                table.name
-            ));
-        }
-        wanted.insert(column.to_owned());
-    }
-    Ok(wanted)
-}
-
-/// The name of the index this plugin keeps on `table`'s `column`. The
-/// length prefix keeps names unique across the database's tables (index
-/// names share one namespace; `a`+`b_c` and `a_b`+`c` must differ).
-pub fn index_name(table: &str, column: &str) -> String {
-    format!("{INDEX_PREFIX}{}_{table}_{column}", table.len())
-}
-
-const INDEX_PREFIX: &str = "kplug_ix_";
-
-/// This plugin's indexes on `table`: index name → the column it indexes.
-///
-/// # Errors
-/// SQLite's error.
-pub fn managed_indexes(
-    conn: &Connection,
-    table: &str,
-) -> rusqlite::Result<BTreeMap<String, String>> {
-    let mut stmt = conn.prepare(
-        "SELECT l.name, i.name FROM pragma_index_list(?1) AS l, pragma_index_info(l.name) AS i \
-         WHERE l.origin = 'c' AND l.name LIKE 'kplug\\_ix\\_%' ESCAPE '\\'",
-    )?;
-    let rows = stmt.query_map([table], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    })?;
-    rows.collect()
-}
-
-/// What one reconcile did.
-#[derive(Debug)]
-pub struct Applied {
-    /// Whether the table was created.
-    pub created: bool,
-    /// The changes made to an existing table.
-    pub plan: Plan,
-    /// Rows in the table afterwards.
-    pub rows: i64,
-    /// Columns whose index was created.
-    pub indexed: Vec<String>,
-    /// Columns whose index was dropped.
-    pub unindexed: Vec<String>,
-    /// The indexed columns afterwards.
-    pub indexes: BTreeSet<String>,
-}
-
-impl Applied {
-    /// What changed, in words ("created", "added 1 (email); indexed name").
-    pub fn summary(&self) -> String {
-        let mut parts = Vec::new();
-        if self.created {
-            parts.push("created".to_owned());
-        } else if !self.plan.is_empty() {
-            parts.push(self.plan.summary());
-        }
-        if !self.indexed.is_empty() {
-            parts.push(format!("indexed {}", self.indexed.join(", ")));
-        }
-        if !self.unindexed.is_empty() {
-            parts.push(format!("unindexed {}", self.unindexed.join(", ")));
-        }
-        if parts.is_empty() {
-            self.plan.summary()
-        } else {
-            parts.join("; ")
-        }
-    }
-
-    /// Whether the table or its indexes changed.
-    pub fn changed(&self) -> bool {
-        self.created
-            || !self.plan.is_empty()
-            || !self.indexed.is_empty()
-            || !self.unindexed.is_empty()
-    }
-}
-
-/// Brings `table` in the database at `path` to the spec, with an index on
-/// each column of `indexes` (see [`indexes`]), in one transaction.
-///
-/// # Errors
-/// SQLite's error; the transaction is rolled back, nothing changed.
-pub fn apply(path: &Path, table: &Table, indexes: &BTreeSet<String>) -> rusqlite::Result<Applied> {
-    let mut conn = Connection::open(path)?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let existing = existing_columns(&tx, &table.name)?;
-    let name = quote(&table.name);
-    // Unwanted indexes go first: SQLite refuses to drop an indexed column.
-    let mut before = BTreeSet::new();
-    for (index, column) in managed_indexes(&tx, &table.name)? {
-        if !indexes.contains(&column) || index != index_name(&table.name, &column) {
-            tx.execute_batch(&format!("DROP INDEX {}", quote(&index)))?;
-        }
-        before.insert(column);
-    }
-    let (created, plan) = if existing.is_empty() {
-        tx.execute_batch(&format!(
-            "CREATE TABLE {name} ({})",
-            columns_sql(&table.columns)
-        ))?;
-        (true, Plan::default())
-    } else {
-        let plan = plan(&existing, table, |db, t| {
-            db.eq_ignore_ascii_case(declared(t))
-        });
-        if !plan.retype.is_empty() {
-            // Rebuild: the new table has the spec's columns; existing data is
-            // copied with CAST for retyped columns; dropped columns go away.
-            let tmp = quote(&format!("{}__kplug_rebuild", table.name));
-            tx.execute_batch(&format!(
-                "CREATE TABLE {tmp} ({})",
-                columns_sql(&table.columns)
-            ))?;
-            let kept: Vec<&(String, ColumnType)> = table
-                .columns
-                .iter()
-                .filter(|(n, _)| existing.contains_key(n))
-                .collect();
-            let targets = kept
-                .iter()
-                .map(|(n, _)| quote(n))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sources = kept
-                .iter()
-                .map(|(n, t)| format!("CAST({} AS {})", quote(n), declared(*t)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            tx.execute_batch(&format!(
-                "INSERT INTO {tmp} ({targets}) SELECT {sources} FROM {name}; DROP TABLE {name}; ALTER TABLE {tmp} RENAME TO {name};"
-            ))?;
-        } else {
-            for (column, t) in &plan.add {
-                tx.execute_batch(&format!(
-                    "ALTER TABLE {name} ADD COLUMN {} {}",
-                    quote(column),
-                    declared(*t)
-                ))?;
-            }
-            for column in &plan.drop {
-                tx.execute_batch(&format!("ALTER TABLE {name} DROP COLUMN {}", quote(column)))?;
-            }
-        }
-        (false, plan)
-    };
-    // A rebuild dropped the old table's indexes with it: create whatever
-    // is missing now.
-    let present: BTreeSet<String> = managed_indexes(&tx, &table.name)?.into_keys().collect();
-    for column in indexes {
-        let index = index_name(&table.name, column);
-        if !present.contains(&index) {
-            tx.execute_batch(&format!(
-                "CREATE INDEX {} ON {name} ({})",
-                quote(&index),
-                quote(column)
-            ))?;
-        }
-    }
-    let after: BTreeSet<String> = managed_indexes(&tx, &table.name)?.into_values().collect();
-    let indexed = after.difference(&before).cloned().collect();
-    let unindexed = before.difference(&after).cloned().collect();
-    let rows: i64 = tx.query_row(&format!("SELECT COUNT(*) FROM {name}"), [], |r| r.get(0))?;
-    tx.commit()?;
-    Ok(Applied {
-        created,
-        plan,
-        rows,
-        indexed,
-        unindexed,
-        indexes: after,
-    })
-}
-
-/// Drops `table` from the database at `path` (if both exist).
-///
-/// # Errors
-/// SQLite's error.
-pub fn drop_table(path: &Path, table: &str) -> rusqlite::Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    Connection::open(path)?.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(table)))
-}
-
-/// The field errors of a `DatabaseTable` spec (as JSON, as submitted):
-/// every column of an unknown type, then the first other problem the
-/// reconcile would refuse the spec for, each at its field.
-pub fn field_errors(name: &str, spec: &Value) -> Validation {
-    let mut verdict = Validation::allowed();
-    let columns = spec["columns"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    // Every unknown type at once: the reconcile's check stops at the first.
-    for (i, column) in columns.iter().enumerate() {
-        let type_ = column["type"].as_str().unwrap_or_default();
-        if ColumnType::parse(type_).is_none() {
-            let error = SpecError::UnknownType {
-                column: column["name"].as_str().unwrap_or_default().to_owned(),
-                type_: type_.to_owned(),
-            };
-            verdict = verdict.error(
-                &format!("spec.columns[{i}].type"),
-                &column["type"],
-                error.to_string(),
-            );
-        }
-    }
-    if !verdict.is_allowed() {
-        return verdict;
-    }
-    // The schema (the CRD) has already checked the shape; a spec that
-    // does not decode is left to it.
-    let Ok(spec) = serde_json::from_value::<TableSpec>(spec.clone()) else {
-        return verdict;
-    };
-    // A name still to be generated (generateName) is not checked here.
-    let name = if name.is_empty() { "generated" } else { name };
-    let Err(error) = validate(name, &spec) else {
-        return verdict;
-    };
-    let column_at = |wanted: &str, nth: usize| {
-        spec.columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.name == wanted)
-            .nth(nth)
-            .map_or(0, |(i, _)| i)
-    };
-    match &error {
-        SpecError::BadName {
-            what: "table",
-            name,
-        } => verdict.error("metadata.name", name, error.to_string()),
-        SpecError::BadName { name, .. } => verdict.error(
-            &format!("spec.columns[{}].name", column_at(name, 0)),
-            name,
-            error.to_string(),
-        ),
-        SpecError::Duplicate(name) => verdict.error(
-            &format!("spec.columns[{}].name", column_at(name, 1)),
-            name,
-            error.to_string(),
-        ),
-        SpecError::NoColumns | SpecError::UnknownType { .. } => {
-            verdict.error_at("spec.columns", error.to_string())
-        }
     }
 }
 
@@ -446,45 +132,7 @@ impl Plugin for SqlitePlugin {
         };
         let (db, t) = (path.clone(), table.clone());
         let applied = tokio::task::spawn_blocking(move || apply(&db, &t, &wanted)).await??;
-        let summary = applied.summary();
-        // The message says how the table is, the same on every reconcile
-        // of an unchanged table (it is the `Reconciled` condition's, and a
-        // message that changed each time would be a status write each
-        // time); what was done goes in the Event.
-        let mut response = Response::ok()
-            .message(format!(
-                "table {} in {}: {} columns",
-                table.name,
-                path.display(),
-                table.columns.len()
-            ))
-            .status(json!({
-                "table": table.name,
-                "database": path.display().to_string(),
-                "columns": table.columns.len(),
-                "rows": applied.rows,
-            }))
-            .condition(
-                "TableReady",
-                Some(true),
-                "UpToDate",
-                format!("{} columns", table.columns.len()),
-            );
-        if applied.created {
-            response = response.event(
-                "TableCreated",
-                format!("table {} in {}: {summary}", table.name, path.display()),
-            );
-        } else if applied.changed() {
-            response = response.event("TableAltered", format!("table {}: {summary}", table.name));
-        }
-        if let Some(extension) = extension {
-            response = response.extension_status(
-                extension,
-                json!({"table": table.name, "indexes": applied.indexes}),
-            );
-        }
-        Ok(response)
+        Ok(reconciled(&table, &path, &applied, extension))
     }
 
     async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
@@ -499,9 +147,58 @@ impl Plugin for SqlitePlugin {
     }
 }
 
+/// The answer to a reconcile that brought `table` to its spec.
+fn reconciled(
+    table: &Table,
+    path: &Path,
+    applied: &Applied,
+    extension: Option<&Object>,
+) -> Response {
+    let summary = applied.summary();
+    // The message says how the table is, the same on every reconcile
+    // of an unchanged table (it is the `Reconciled` condition's, and a
+    // message that changed each time would be a status write each
+    // time); what was done goes in the Event.
+    let mut response = Response::ok()
+        .message(format!(
+            "table {} in {}: {} columns",
+            table.name,
+            path.display(),
+            table.columns.len()
+        ))
+        .status(json!({
+            "table": table.name,
+            "database": path.display().to_string(),
+            "columns": table.columns.len(),
+            "rows": applied.rows,
+        }))
+        .condition(
+            "TableReady",
+            Some(true),
+            "UpToDate",
+            format!("{} columns", table.columns.len()),
+        );
+    if applied.created {
+        response = response.event(
+            "TableCreated",
+            format!("table {} in {}: {summary}", table.name, path.display()),
+        );
+    } else if applied.changed() {
+        response = response.event("TableAltered", format!("table {}: {summary}", table.name));
+    }
+    if let Some(extension) = extension {
+        response = response.extension_status(
+            extension,
+            json!({"table": table.name, "indexes": applied.indexes}),
+        );
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use kplug_sidecar::Operation;
+    use serde_json::Value;
 
     use super::*;
 

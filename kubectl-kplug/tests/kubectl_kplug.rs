@@ -3,6 +3,9 @@
 //! registered, `why` names what blocks an object and what to do, `replay`
 //! sends a local plugin the operator's request.
 
+// The operator's end-to-end test support: a namespace with the walkthrough's
+// CRDs, the real kplug-operator and real plugin processes.
+#[path = "../../operator/tests/support/mod.rs"]
 mod support;
 
 use std::path::Path;

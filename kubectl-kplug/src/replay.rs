@@ -106,6 +106,46 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             })
         })
         .collect();
+    let implementation = implementation(args, &obj, &offers, &info.name)?;
+    let offer = offers
+        .iter()
+        .find(|o| o.implementation.eq_ignore_ascii_case(&implementation))
+        .ok_or_else(|| {
+            format!(
+                "plugin {} does not offer {implementation} for {} (it offers: {})",
+                info.name,
+                target.resource.kind,
+                names(&offers)
+            )
+        })?;
+    let extensions =
+        declared_extensions(client, &obj, &target, &args.extensions_field, offer).await?;
+    eprintln!(
+        "sending {:?} for {} ({implementation}, {} extension(s)) to plugin {} {} on {socket}",
+        args.call,
+        target.display(),
+        extensions.len(),
+        info.name,
+        info.version
+    );
+    let request = Sent {
+        implementation: offer.implementation.clone(),
+        object: serde_json::to_vec(&obj)?,
+        extensions,
+    };
+    let answer = send(&mut plugin, args, request, &socket).await?;
+    outln!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(())
+}
+
+/// The implementation to ask for: `--implementation`, else the one the
+/// object records, else its preference, else the plugin's only offer.
+fn implementation(
+    args: &Args,
+    obj: &DynamicObject,
+    offers: &[&Offer],
+    plugin: &str,
+) -> Result<String, Error> {
     let implementation = args
         .implementation
         .clone()
@@ -120,26 +160,24 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         .or_else(|| (offers.len() == 1).then(|| offers[0].implementation.clone()))
         .ok_or_else(|| {
             format!(
-                "which implementation? pass --implementation (plugin {} offers: {})",
-                info.name,
-                names(&offers)
+                "which implementation? pass --implementation (plugin {plugin} offers: {})",
+                names(offers)
             )
         })?;
-    let offer = offers
-        .iter()
-        .find(|o| o.implementation.eq_ignore_ascii_case(&implementation))
-        .ok_or_else(|| {
-            format!(
-                "plugin {} does not offer {implementation} for {} (it offers: {})",
-                info.name,
-                target.resource.kind,
-                names(&offers)
-            )
-        })?;
-    // The operator sends only the extensions of the kinds the offer
-    // declares, in the order the object lists them.
+    Ok(implementation)
+}
+
+/// The object's extensions, as JSON, that the operator would send: those
+/// of the kinds `offer` declares, in the order the object lists them.
+async fn declared_extensions(
+    client: &kube::Client,
+    obj: &DynamicObject,
+    target: &Target,
+    extensions_field: &str,
+    offer: &Offer,
+) -> Result<Vec<Vec<u8>>, Error> {
     let mut extensions = Vec::new();
-    for ext in referenced(client, &obj, &target.namespace, &args.extensions_field).await? {
+    for ext in referenced(client, obj, &target.namespace, extensions_field).await? {
         let kind = ext
             .types
             .as_ref()
@@ -149,19 +187,32 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             extensions.push(serde_json::to_vec(&ext)?);
         }
     }
-    let object = serde_json::to_vec(&obj)?;
-    eprintln!(
-        "sending {:?} for {} ({implementation}, {} extension(s)) to plugin {} {} on {socket}",
-        args.call,
-        target.display(),
-        extensions.len(),
-        info.name,
-        info.version
-    );
-    let answer = match args.call {
+    Ok(extensions)
+}
+
+/// What a replayed call sends.
+struct Sent {
+    implementation: String,
+    object: Vec<u8>,
+    extensions: Vec<Vec<u8>>,
+}
+
+/// Sends `args.call` and returns the plugin's answer, as printed.
+async fn send(
+    plugin: &mut PluginClient<tonic::transport::Channel>,
+    args: &Args,
+    sent: Sent,
+    socket: &str,
+) -> Result<Value, Error> {
+    let Sent {
+        implementation,
+        object,
+        extensions,
+    } = sent;
+    Ok(match args.call {
         Call::Reconcile => {
             let mut request = tonic::Request::new(ReconcileRequest {
-                implementation: offer.implementation.clone(),
+                implementation,
                 object,
                 extensions,
                 children: Vec::new(),
@@ -170,7 +221,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             let r = plugin
                 .reconcile(request)
                 .await
-                .map_err(|e| called(&socket, "Reconcile", &e))?
+                .map_err(|e| called(socket, "Reconcile", &e))?
                 .into_inner();
             let ext: Vec<Value> = r.extension_statuses.iter().map(|s| {
                 json!({"object": s.target.as_ref().map(|t| format!("{}/{}", t.kind, t.name)), "status": parsed(&s.status)})
@@ -188,7 +239,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         Call::Finalize => {
             let mut request = tonic::Request::new(FinalizeRequest {
                 children: Default::default(),
-                implementation: offer.implementation.clone(),
+                implementation,
                 object,
                 extensions,
             });
@@ -196,7 +247,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
             let r = plugin
                 .finalize(request)
                 .await
-                .map_err(|e| called(&socket, "Finalize", &e))?
+                .map_err(|e| called(socket, "Finalize", &e))?
                 .into_inner();
             answer(
                 r.outcome,
@@ -208,9 +259,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
                 r.retry_after,
             )
         }
-    };
-    outln!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(())
+    })
 }
 
 fn called(socket: &str, call: &str, status: &tonic::Status) -> Error {

@@ -51,10 +51,7 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         "{} (generation {}, observed {})",
         target.display(),
         obj.metadata.generation.unwrap_or_default(),
-        status
-            .get("observedGeneration")
-            .and_then(Value::as_i64)
-            .map_or_else(|| "never".to_owned(), |g| g.to_string()),
+        observed(&status),
     );
     outln!(
         "Implementation: {}{}",
@@ -74,6 +71,46 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         .cloned()
         .unwrap_or_default();
     let ready = conditions.iter().find(|c| c["type"] == "Ready");
+    print_ready_and_trace(ready, &conditions);
+    print_conditions(&conditions);
+
+    outln!("\nEVENTS (newest last)");
+    out!("{}", events(client, &obj, &target.namespace).await);
+
+    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
+    let wanted = implementation.clone().or(preferred.clone());
+    outln!("\nPLUGIN");
+    let advice = match args.source.replicas(client).await {
+        Err(error) => {
+            outln!("the operator could not be asked: {error}");
+            None
+        }
+        Ok(replicas) => plugin_state(
+            &replicas,
+            &kind_group,
+            wanted.as_deref(),
+            recorded_plugin.as_deref(),
+        ),
+    };
+    print_last_calls(client, &args.source, &obj).await;
+
+    outln!("\nWHAT TO DO");
+    let ready_true = ready.is_some_and(|c| c["status"] == "True");
+    outln!("{}", what_to_do(ready_true, advice, &conditions));
+    Ok(())
+}
+
+/// The generation the status was written for, or `never`.
+fn observed(status: &Value) -> String {
+    status
+        .get("observedGeneration")
+        .and_then(Value::as_i64)
+        .map_or_else(|| "never".to_owned(), |g| g.to_string())
+}
+
+/// The Ready condition on one line, and the trace of the reconcile that
+/// brought the current state when a condition names it.
+fn print_ready_and_trace(ready: Option<&Value>, conditions: &[Value]) {
     match ready {
         Some(c) => outln!(
             "Ready:          {} ({}): {}",
@@ -93,10 +130,13 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     {
         outln!("Trace:          {trace} (the reconcile that brought the current state)");
     }
+}
 
+/// The conditions, as a table.
+fn print_conditions(conditions: &[Value]) {
     outln!("\nCONDITIONS");
     let mut rows = vec![["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"].map(String::from)];
-    for c in &conditions {
+    for c in conditions {
         rows.push([
             c["type"].as_str().unwrap_or("").to_owned(),
             c["status"].as_str().unwrap_or("").to_owned(),
@@ -110,28 +150,12 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         ]);
     }
     out!("{}", table(&rows));
+}
 
-    outln!("\nEVENTS (newest last)");
-    out!("{}", events(client, &obj, &target.namespace).await);
-
-    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
-    let wanted = implementation.clone().or(preferred.clone());
-    outln!("\nPLUGIN");
-    let advice = match args.source.replicas(client).await {
-        Err(error) => {
-            outln!("the operator could not be asked: {error}");
-            None
-        }
-        Ok(replicas) => Some(plugin_state(
-            &replicas,
-            &kind_group,
-            wanted.as_deref(),
-            recorded_plugin.as_deref(),
-        )),
-    };
-
-    match args
-        .source
+/// Each replica's last call for `obj`. An operator that cannot be asked
+/// was said with the plugins.
+async fn print_last_calls(client: &kube::Client, source: &Source, obj: &DynamicObject) {
+    match source
         .last_calls(client, &obj.uid().unwrap_or_default())
         .await
     {
@@ -148,13 +172,8 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
                 );
             }
         }
-        Err(_) => {} // said above, with the plugins
+        Err(_) => {}
     }
-
-    outln!("\nWHAT TO DO");
-    let ready_true = ready.is_some_and(|c| c["status"] == "True");
-    outln!("{}", what_to_do(ready_true, advice.flatten(), &conditions));
-    Ok(())
 }
 
 /// The advice at the end of `why`: never "nothing" while the plugin the
@@ -218,29 +237,7 @@ fn plugin_state(
             })
             .collect();
         if offering.is_empty() {
-            let registered: Vec<&str> = replica.plugins.iter().map(|p| p.name.as_str()).collect();
-            let registered = if registered.is_empty() {
-                "none".to_owned()
-            } else {
-                registered.join(", ")
-            };
-            match recorded_plugin {
-                None => outln!(
-                    "{}: no registered plugin offers {implementation} (registered: {registered})",
-                    replica.source
-                ),
-                Some(p) => outln!(
-                    "{}: plugin {p}, chosen for {implementation}, is not registered (registered: {registered})",
-                    replica.source
-                ),
-            }
-            advice = Some(format!(
-                "Start the plugin that offers {implementation} for {kind}{}: a sidecar container of the operator's Pod that registers on {}/registry.sock. If it runs, its logs say why it does not register (kubectl logs POD -c CONTAINER), and so do the operator's PluginRefused Events (kubectl get events --field-selector reason=PluginRefused -n OPERATOR-NAMESPACE). To move the object to another implementation instead, see `kplug.io/reselect` in docs/your-own-kind.md.",
-                recorded_plugin
-                    .map(|p| format!(" (plugin {p})"))
-                    .unwrap_or_default(),
-                replica.socket_dir,
-            ));
+            advice = Some(not_offered(replica, implementation, kind, recorded_plugin));
         }
         for plugin in offering {
             outln!(
@@ -264,6 +261,39 @@ fn plugin_state(
         }
     }
     advice
+}
+
+/// Prints that no registered plugin of `replica` offers `implementation`
+/// (or that the recorded plugin is not registered), and returns what to do.
+fn not_offered(
+    replica: &Replica,
+    implementation: &str,
+    kind: &str,
+    recorded_plugin: Option<&str>,
+) -> String {
+    let registered: Vec<&str> = replica.plugins.iter().map(|p| p.name.as_str()).collect();
+    let registered = if registered.is_empty() {
+        "none".to_owned()
+    } else {
+        registered.join(", ")
+    };
+    match recorded_plugin {
+        None => outln!(
+            "{}: no registered plugin offers {implementation} (registered: {registered})",
+            replica.source
+        ),
+        Some(p) => outln!(
+            "{}: plugin {p}, chosen for {implementation}, is not registered (registered: {registered})",
+            replica.source
+        ),
+    }
+    format!(
+        "Start the plugin that offers {implementation} for {kind}{}: a sidecar container of the operator's Pod that registers on {}/registry.sock. If it runs, its logs say why it does not register (kubectl logs POD -c CONTAINER), and so do the operator's PluginRefused Events (kubectl get events --field-selector reason=PluginRefused -n OPERATOR-NAMESPACE). To move the object to another implementation instead, see `kplug.io/reselect` in docs/your-own-kind.md.",
+        recorded_plugin
+            .map(|p| format!(" (plugin {p})"))
+            .unwrap_or_default(),
+        replica.socket_dir,
+    )
 }
 
 /// The object's Events, newest last.
