@@ -933,7 +933,8 @@ async fn backup(w: &World) -> Vec<tokio::task::JoinHandle<()>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
-    let w = world(
+    let proxy = api_proxy::ApiProxy::start().await;
+    let w = world_with_kubeconfig(
         "mutate",
         &[
             "--child-kinds",
@@ -941,6 +942,7 @@ async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
             "--mutators",
             "backup=v1/ConfigMap",
         ],
+        proxy.kubeconfig(),
     )
     .await;
     keeper(&w).await;
@@ -989,7 +991,9 @@ async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
     .await;
     w.ready_on("m", "Keeper", T).await;
 
-    // A second reconcile with nothing changed writes nothing to the child.
+    // A second reconcile with nothing changed writes nothing to the child:
+    // no request at all (an apply that changes nothing is still one).
+    let since = proxy.requests().len();
     set_children(&w, "m", &[config_map("m-settings", json!({"a": "1"}))]).await;
     let generation = w.tables().get("m").await.unwrap().metadata.generation;
     w.table_until("m", "the edit is reconciled", T, |t| {
@@ -1007,6 +1011,15 @@ async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
     assert_eq!(
         again.metadata.resource_version,
         cm.metadata.resource_version
+    );
+    let to_the_child: Vec<String> = proxy.requests()[since..]
+        .iter()
+        .filter(|r| r.contains("/configmaps/m-settings"))
+        .cloned()
+        .collect();
+    assert!(
+        to_the_child.is_empty(),
+        "requests to the unchanged child: {to_the_child:#?}"
     );
 
     // A patch outside the allowed paths is refused, and the base says so.
@@ -1031,4 +1044,151 @@ async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
             .unwrap()
             .is_none()
     );
+}
+
+/// Restarts the world's operator with `args`, reaching the API server
+/// through `kubeconfig`.
+fn restart_operator(w: &mut World, args: &[&str], kubeconfig: &std::path::Path) {
+    w.operator = operator_command_for(
+        &DATABASE_TABLE,
+        "kplug-operator-0",
+        &w.ns,
+        w.sockets.path(),
+        w.metrics_port,
+        args,
+        kubeconfig,
+    )
+    .spawn()
+    .expect("start kplug-operator again");
+}
+
+/// The Reconcile calls the plugin has seen, in all.
+fn calls(seen: &Seen) -> usize {
+    seen.lock().unwrap().values().map(Vec::len).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_over_converged_children_writes_nothing() {
+    let proxy = api_proxy::ApiProxy::start().await;
+    let args = ["--child-kinds", "v1/ConfigMap"];
+    let mut w = world_with_kubeconfig("children-restart", &args, proxy.kubeconfig()).await;
+    let seen = keeper(&w).await;
+    const N: usize = 4;
+    for i in 0..N {
+        let children: Vec<Value> = (0..3)
+            .map(|j| config_map(&format!("t{i}-c{j}"), json!({"j": j.to_string()})))
+            .collect();
+        w.create_table(&format!("t{i}"), "Keeper", desiring(&children), false)
+            .await;
+    }
+    for i in 0..N {
+        w.ready_on(&format!("t{i}"), "Keeper", T).await;
+        config_map_until(&w, &format!("t{i}-c2"), "the last child", data_is("j", "2")).await;
+    }
+    let before = calls(&seen);
+    signal(&w.operator, nix::sys::signal::Signal::SIGTERM);
+    assert!(w.operator.wait().await.unwrap().success());
+    let since = proxy.requests().len();
+    restart_operator(&mut w, &args, proxy.kubeconfig());
+    kplug_testenv::eventually("every table called by the new operator", T, || async {
+        let after = calls(&seen) - before;
+        (after >= N)
+            .then_some(())
+            .ok_or(format!("{after}/{N} calls since the restart"))
+    })
+    .await;
+    // Settled: no call for 2 s.
+    let mut settled = calls(&seen);
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if calls(&seen) == settled {
+            break;
+        }
+        settled = calls(&seen);
+    }
+    let about_children: Vec<String> = proxy.requests()[since..]
+        .iter()
+        .filter(|r| r.contains("/configmaps"))
+        .filter(|r| {
+            !r.starts_with("GET ") || !r.ends_with("/configmaps") && !r.contains("/configmaps?")
+        })
+        .cloned()
+        .collect();
+    assert!(
+        about_children.is_empty(),
+        "a restart over converged children wrote or read one by one: {about_children:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows() {
+    let kubeconfig = kplug_testenv::control_plane().kubeconfig_path().to_owned();
+    let both = ["--child-kinds", "v1/ConfigMap,v1/Secret"];
+    let mut w = world("children-kill", &both).await;
+    let seen = keeper(&w).await;
+    // Killed while it applies: many children, and no wait.
+    let mut children: Vec<Value> = (0..20)
+        .map(|j| config_map(&format!("k-c{j}"), json!({"j": j.to_string()})))
+        .collect();
+    children.push(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k-password"},
+                         "stringData": {"password": "not-a-real-one"}}),
+    );
+    w.create_table("k", "Keeper", desiring(&children), false)
+        .await;
+    kplug_testenv::eventually("the first children are being applied", T, || async {
+        let listed = config_maps(&w)
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        (listed.items.iter().any(|c| c.name_any().starts_with("k-c")))
+            .then_some(())
+            .ok_or("none yet".to_owned())
+    })
+    .await;
+    signal(&w.operator, nix::sys::signal::Signal::SIGKILL);
+    let _ = w.operator.wait().await;
+    // Then pruning is interrupted too: half the ConfigMaps go.
+    restart_operator(&mut w, &both, &kubeconfig);
+    w.ready_on("k", "Keeper", T).await;
+    set_children(&w, "k", &children[10..]).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    signal(&w.operator, nix::sys::signal::Signal::SIGKILL);
+    let _ = w.operator.wait().await;
+    // Restarted without Secrets allowed, desiring ten ConfigMaps and no
+    // Secret: the children converge, and the Secret, of a kind no longer
+    // watched, is swept.
+    restart_operator(&mut w, &["--child-kinds", "v1/ConfigMap"], &kubeconfig);
+    set_children(&w, "k", &children[10..20]).await;
+    let uid = table_uid(&w, "k").await;
+    kplug_testenv::eventually("the children converge", T, || async {
+        let listed = config_maps(&w)
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut names: Vec<String> = listed
+            .items
+            .iter()
+            .filter(|c| c.labels().get("kplug.io/base-uid") == Some(&uid))
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = (10..20).map(|j| format!("k-c{j}")).collect();
+        want.sort();
+        (names == want)
+            .then_some(())
+            .ok_or(format!("children: {names:?}"))
+    })
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns);
+    kplug_testenv::eventually("the Secret is swept", T, || async {
+        match secrets.get_opt("k-password").await {
+            Ok(None) => Ok(()),
+            Ok(Some(s)) if s.metadata.deletion_timestamp.is_some() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(calls(&seen) > 0);
 }

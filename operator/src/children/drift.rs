@@ -120,7 +120,12 @@ fn covers_list(fields: &Value, items: &[Value]) -> bool {
         tracked.iter().any(|(k, sub)| {
             if let Some(key) = k.strip_prefix("k:") {
                 serde_json::from_str::<Map<String, Value>>(key).is_ok_and(|key| {
-                    key.iter().all(|(name, v)| item.get(name) == Some(v)) && covers_value(sub, item)
+                    // An element entry without members is owned whole: the
+                    // API server tracks an owner reference as
+                    // `k:{"uid":"…"}: {}`.
+                    let whole = sub.as_object().is_some_and(Map::is_empty);
+                    key.iter().all(|(name, v)| item.get(name) == Some(v))
+                        && (whole || covers_value(sub, item))
                 })
             } else if let Some(set_value) = k.strip_prefix("v:") {
                 serde_json::from_str::<Value>(set_value).is_ok_and(|v| &v == item)
@@ -204,6 +209,19 @@ mod tests {
             .unwrap()
             .remove("f:containers");
         assert!(!covers(&gone, &deployment()));
+    }
+
+    #[test]
+    fn an_entry_without_members_owns_its_value_whole() {
+        let intent = map(json!({"metadata": {"name": "c", "ownerReferences": [
+            {"apiVersion": "x/v1", "kind": "Base", "name": "b", "uid": "u1", "controller": true}
+        ]}}));
+        let fields =
+            json!({"f:metadata": {"f:ownerReferences": {".": {}, "k:{\"uid\":\"u1\"}": {}}}});
+        assert!(covers(&fields, &intent));
+        let other =
+            json!({"f:metadata": {"f:ownerReferences": {".": {}, "k:{\"uid\":\"u2\"}": {}}}});
+        assert!(!covers(&other, &intent));
     }
 
     #[test]

@@ -44,6 +44,7 @@ mod allow;
 mod drift;
 mod mutate;
 mod observed;
+mod sweep;
 mod sync;
 
 pub use allow::{ChildKind, ChildKinds};

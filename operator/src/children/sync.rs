@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use kplug_proto::limits;
 use kplug_proto::v1;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions,
     PropagationPolicy,
 };
 use kube::{Resource, ResourceExt};
@@ -126,6 +126,12 @@ impl Children {
                 if let Err(e) = self.delete(key, child).await {
                     report.failed.get_or_insert(e);
                 }
+            }
+            if let Err(e) = self
+                .sweep_unwatched(sync.base, Some(sync.plugin), &kept)
+                .await
+            {
+                report.failed.get_or_insert(e);
             }
         }
         report
@@ -286,63 +292,17 @@ impl Children {
     }
 
     /// Deletes one child of a watched kind (see [`Children::delete_with`]).
-    async fn delete(&self, key: &ChildKey, child: &Child) -> Result<(), String> {
+    pub(super) async fn delete(&self, key: &ChildKey, child: &Child) -> Result<(), String> {
         match self.watched(key) {
             Some(ar) => self.delete_with(&ar, key, child).await,
             None => Ok(()),
         }
     }
 
-    /// Deletes every child of the base with `uid` (its clean-up is done),
-    /// of the watched kinds and of `more` kinds its status still lists.
-    ///
-    /// # Errors
-    /// The API server's refusal, naming the child.
-    pub(crate) async fn delete_all(&self, base: &DynamicObject) -> Result<(), String> {
-        let uid = base.uid().unwrap_or_default();
-        for (key, child) in self.observed.of(&uid) {
-            self.delete(&key, &child).await?;
-        }
-        // Children of kinds no longer watched (dropped from --child-kinds)
-        // are found by their label.
-        for (group, version, kind) in listed_kinds(base) {
-            let key = ChildKey {
-                group: group.clone(),
-                kind: kind.clone(),
-                name: String::new(),
-            };
-            if self.watched(&key).is_some() {
-                continue;
-            }
-            let Scope::Namespaced(ar) = self.scope(&group, &version, &kind).await else {
-                continue;
-            };
-            let api: Api<DynamicObject> = Api::namespaced_with(
-                self.client.clone(),
-                &base.namespace().unwrap_or_default(),
-                &ar,
-            );
-            let listed = api
-                .list(&ListParams::default().labels(&format!("{BASE_UID_LABEL}={uid}")))
-                .await
-                .map_err(|e| format!("listing {kind} children: {}", api_message(&e)))?;
-            for child in listed {
-                if not_ours(&child, base).is_none() {
-                    let key = ChildKey {
-                        name: child.name_any(),
-                        ..key.clone()
-                    };
-                    self.delete_with(&ar, &key, &child).await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Deletes one child, only that object (its UID precondition: a new
     /// object by the same name is not touched), its dependents in the
     /// background.
-    async fn delete_with(
+    pub(super) async fn delete_with(
         &self,
         ar: &ApiResource,
         key: &ChildKey,
@@ -388,7 +348,7 @@ enum Applied {
 }
 
 /// Why `live` is not `base`'s to apply, if it is not.
-fn not_ours(live: &DynamicObject, base: &DynamicObject) -> Option<String> {
+pub(super) fn not_ours(live: &DynamicObject, base: &DynamicObject) -> Option<String> {
     let controller = live
         .owner_references()
         .iter()
@@ -490,22 +450,6 @@ fn state(
     }
 }
 
-/// The kinds `base`'s status lists children of: `(group, version, kind)`.
-fn listed_kinds(base: &DynamicObject) -> BTreeSet<(String, String, String)> {
-    base.data
-        .pointer("/status/children")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let api_version = c.get("apiVersion")?.as_str()?;
-            let kind = c.get("kind")?.as_str()?;
-            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-            Some((group.to_owned(), version.to_owned(), kind.to_owned()))
-        })
-        .collect()
-}
-
 /// `Kind.group`, or `Kind` for the core group.
 fn kind_name(group: &str, kind: &str) -> String {
     if group.is_empty() {
@@ -516,7 +460,7 @@ fn kind_name(group: &str, kind: &str) -> String {
 }
 
 /// The API server's message, which a person can act on.
-fn api_message(error: &kube::Error) -> String {
+pub(super) fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(response) => response.message.clone(),
         other => other.to_string(),
