@@ -202,9 +202,7 @@ func (v *Validation) ValidateResponse() *kplugv1.ValidateResponse {
 // (so the failure policy decides), instead of a patch the operator would
 // refuse.
 type Defaults struct {
-	operations []map[string]any
-	warnings   []string
-	problem    error
+	patch jsonPatch
 }
 
 // NoDefaults is a Defaults with nothing to default, so far.
@@ -213,72 +211,103 @@ func NoDefaults() *Defaults { return &Defaults{} }
 // Add sets value at path (a new member, or the member replaced; its parent
 // must exist, or be added first).
 func (d *Defaults) Add(path string, value any) *Defaults {
-	return d.push("add", path, value, true)
+	d.patch.push("add", path, value, true, defaultPathProblem)
+	return d
 }
 
 // Replace replaces the value at path, which must exist.
 func (d *Defaults) Replace(path string, value any) *Defaults {
-	return d.push("replace", path, value, true)
+	d.patch.push("replace", path, value, true, defaultPathProblem)
+	return d
 }
 
 // Remove removes the value at path, which must exist.
 func (d *Defaults) Remove(path string) *Defaults {
-	return d.push("remove", path, nil, false)
+	d.patch.push("remove", path, nil, false, defaultPathProblem)
+	return d
 }
 
 // WithWarning adds a warning shown to the client (kubectl prints it).
 func (d *Defaults) WithWarning(warning string) *Defaults {
-	d.warnings = append(d.warnings, warning)
+	d.patch.warnings = append(d.patch.warnings, warning)
 	return d
 }
 
 // IsEmpty tells whether no operation was added.
-func (d *Defaults) IsEmpty() bool { return len(d.operations) == 0 }
+func (d *Defaults) IsEmpty() bool { return len(d.patch.operations) == 0 }
 
 // Err is the first mistake made while building (a path outside the
 // allowed ones, a value that is not JSON), or nil.
-func (d *Defaults) Err() error { return d.problem }
+func (d *Defaults) Err() error { return d.patch.problem }
 
-func (d *Defaults) push(op, path string, value any, hasValue bool) *Defaults {
-	if d.problem != nil {
-		return d
+// defaultPathProblem says why a Default patch may not touch path; empty
+// when it may.
+func defaultPathProblem(path string) string {
+	if defaultPatchPathAllowed(path) {
+		return ""
 	}
-	if !defaultPatchPathAllowed(path) {
+	return "a default may only change /spec, /metadata/labels and /metadata/annotations"
+}
+
+// jsonPatch is a JSON Patch being built, for [Defaults] and [Mutation]:
+// the operations, the warnings that go with them, and the first mistake.
+type jsonPatch struct {
+	operations []map[string]any
+	warnings   []string
+	problem    error
+}
+
+// push adds one operation, unless an earlier one was a mistake (the first
+// is the one worth reporting) or problem refuses its path.
+func (p *jsonPatch) push(op, path string, value any, hasValue bool, problem func(path string) string) {
+	if p.problem != nil {
+		return
+	}
+	if why := problem(path); why != "" {
 		quoted, _ := marshal(path)
-		d.problem = fmt.Errorf("a default may only change /spec, /metadata/labels and /metadata/annotations; %s %s is outside them", op, quoted)
-		return d
+		p.problem = fmt.Errorf("%s; %s %s is outside them", why, op, quoted)
+		return
 	}
 	operation := map[string]any{"op": op, "path": path}
 	if hasValue {
 		encoded, err := marshal(value)
 		if err != nil {
-			d.problem = fmt.Errorf("the value of %s %q cannot be encoded as JSON: %w", op, path, err)
-			return d
+			p.problem = fmt.Errorf("the value of %s %q cannot be encoded as JSON: %w", op, path, err)
+			return
 		}
 		operation["value"] = json.RawMessage(encoded)
 	}
-	d.operations = append(d.operations, operation)
-	return d
+	p.operations = append(p.operations, operation)
+}
+
+// encode is the patch as sent (nil for no operation), or the plugin bug
+// that prevents sending it; what names the answer in the messages.
+func (p *jsonPatch) encode(what string) ([]byte, error) {
+	if p.problem != nil {
+		return nil, fmt.Errorf("plugin bug: %w", p.problem)
+	}
+	if len(p.operations) == 0 {
+		return nil, nil
+	}
+	patch, err := marshalOperations(p.operations)
+	if err != nil {
+		return nil, fmt.Errorf("plugin bug: %s JSON Patch cannot be encoded: %w", what, err)
+	}
+	if len(patch) > maxPatchBytes {
+		return nil, fmt.Errorf("plugin bug: %s JSON Patch is %d bytes; at most %d are accepted", what, len(patch), maxPatchBytes)
+	}
+	return patch, nil
 }
 
 // DefaultResponse is the answer as sent; an error (a mistake made while
 // building, or a patch larger than the operator takes) is what the SDK
 // answers with INTERNAL.
 func (d *Defaults) DefaultResponse() (*kplugv1.DefaultResponse, error) {
-	if d.problem != nil {
-		return nil, fmt.Errorf("plugin bug: %w", d.problem)
+	patch, err := d.patch.encode("the defaults'")
+	if err != nil {
+		return nil, err
 	}
-	var patch []byte
-	if len(d.operations) > 0 {
-		var err error
-		if patch, err = marshalOperations(d.operations); err != nil {
-			return nil, fmt.Errorf("plugin bug: the defaults' JSON Patch cannot be encoded: %w", err)
-		}
-	}
-	if len(patch) > maxPatchBytes {
-		return nil, fmt.Errorf("plugin bug: the defaults' JSON Patch is %d bytes; at most %d are accepted", len(patch), maxPatchBytes)
-	}
-	return &kplugv1.DefaultResponse{Patch: patch, Warnings: boundedWarnings(d.warnings)}, nil
+	return &kplugv1.DefaultResponse{Patch: patch, Warnings: boundedWarnings(d.patch.warnings)}, nil
 }
 
 // marshalOperations encodes the operations in the order RFC 6902's

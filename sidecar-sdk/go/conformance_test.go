@@ -126,6 +126,8 @@ func runCase(t *testing.T, client kplugv1.PluginClient, c conformanceCase) {
 		actual = responseJSON(t, response)
 	case "Validate", "Default":
 		actual = admissionJSON(t, ctx, client, rpc, c.Request)
+	case "Mutate":
+		actual = mutateJSON(t, ctx, client, c.Request)
 	default:
 		t.Fatalf("unknown rpc %q", rpc)
 	}
@@ -185,6 +187,26 @@ func admissionJSON(t *testing.T, ctx context.Context, client kplugv1.PluginClien
 		actual = map[string]any{"grpc_code": codeName(s.Code().String()), "message": s.Message()}
 	}
 	return actual
+}
+
+// mutateJSON is a Mutate answer in the cases' shape, {patch, warnings},
+// or the gRPC error: {grpc_code, message}. live and base are sent only
+// when the case has them (empty bytes are the protocol's "none").
+func mutateJSON(t *testing.T, ctx context.Context, client kplugv1.PluginClient, request map[string]json.RawMessage) map[string]any {
+	implementation, object, _ := encodeRequest(t, request)
+	in := &kplugv1.MutateRequest{Implementation: implementation, Object: object}
+	if raw, ok := request["live"]; ok {
+		in.Live = reencode(t, raw)
+	}
+	if raw, ok := request["base"]; ok {
+		in.Base = reencode(t, raw)
+	}
+	r, err := client.Mutate(ctx, in)
+	if err != nil {
+		s := status.Convert(err)
+		return map[string]any{"grpc_code": codeName(s.Code().String()), "message": s.Message()}
+	}
+	return map[string]any{"patch": statusJSON(t, r.GetPatch()), "warnings": strs(r.GetWarnings())}
 }
 
 // codeName is a gRPC code's name as the cases write it: InvalidArgument
@@ -296,9 +318,14 @@ func infoJSON(r *kplugv1.GetInfoResponse) map[string]any {
 			"failure_policy":   strings.TrimPrefix(p.GetFailurePolicy().String(), "FAILURE_POLICY_"),
 		})
 	}
+	mutations := []any{}
+	for _, m := range r.GetMutations() {
+		k := m.GetKind()
+		mutations = append(mutations, map[string]any{"group": k.GetGroup(), "version": k.GetVersion(), "kind": k.GetKind()})
+	}
 	return map[string]any{
 		"name": r.GetName(), "version": r.GetVersion(), "protocol": r.GetProtocol(), "description": r.GetDescription(),
-		"offers": offers, "capabilities": capabilities, "hooks": hooks, "call_policies": policies,
+		"offers": offers, "capabilities": capabilities, "hooks": hooks, "call_policies": policies, "mutations": mutations,
 	}
 }
 

@@ -16,10 +16,12 @@ var (
 	// ErrNotASocket: something that is not a socket sits where the plugin's
 	// socket must go; it is never deleted.
 	ErrNotASocket = errors.New("not a socket")
-	// ErrInvalidDeclaration: the plugin's hooks or call policies are ones the
-	// operator would refuse (a hook name that is not a DNS label or is
-	// declared twice, an unknown phase, hooks without a [HookHandler], a
-	// call policy declared twice or with a negative deadline...).
+	// ErrInvalidDeclaration: the plugin's hooks, call policies or mutations
+	// are ones the operator would refuse (a hook name that is not a DNS
+	// label or is declared twice, an unknown phase, hooks without a
+	// [HookHandler], a call policy declared twice or with a negative
+	// deadline, mutations without a [Mutator] or a [Mutator] without
+	// mutations...).
 	ErrInvalidDeclaration = errors.New("invalid declaration")
 	// ErrSocket: the socket could not be bound for another reason
 	// (permissions, a path too long, a missing volume).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/sidecar-sdk/go"
+	"github.com/kplug/kplug/sidecar-sdk/go/kplugv1"
 )
 
 // A whole plugin: the body of main.
@@ -123,4 +124,55 @@ func ExampleResponse_WithChild() {
 	// v1 creating greeting-world
 	// {"apiVersion":"v1","data":{"greeting":"hello, world"},"kind":"ConfigMap","metadata":{"name":"greeting-world"}}
 	// ""
+}
+
+// Backup adds a backup sidecar to the Deployments other plugins desire.
+type Backup struct{}
+
+func (Backup) Reconcile(context.Context, *kplug.Request) (*kplug.Response, error) {
+	return kplug.OK(), nil
+}
+
+// Mutate derives the patch from the call alone, so the same call gets the
+// same patch: the operator judges drift by the mutated object.
+func (Backup) Mutate(_ context.Context, call *kplug.MutateCall) (*kplug.Mutation, error) {
+	containers, _ := call.Object.Get("spec", "template", "spec", "containers")
+	list, _ := containers.([]any)
+	for _, c := range list {
+		if c, _ := c.(map[string]any); c["name"] == "backup" {
+			return kplug.NoMutation(), nil // already there: nothing to add
+		}
+	}
+	return kplug.NoMutation().
+		Add("/spec/template/spec/containers/-", map[string]any{
+			"name": "backup", "image": "example.com/backup:1.0",
+			"volumeMounts": []any{map[string]any{"name": "data", "mountPath": "/data", "readOnly": true}},
+		}).
+		Add("/metadata/annotations/backup.example.com~1enabled", "true").
+		WithWarning("a backup sidecar was added to " + call.Object.Name()), nil
+}
+
+// A mutator: the kinds it patches are declared in Info.Mutations, and
+// implementing kplug.Mutator advertises MUTATE.
+func ExampleMutator() {
+	info := kplug.Info{
+		Name: "backup", Version: "1.0.0",
+		Mutations: []kplug.GroupVersionKind{kplug.FromAPIVersionAndKind("apps/v1", "Deployment")},
+	}
+	call, err := kplug.DecodeMutateCall(&kplugv1.MutateRequest{
+		Implementation: "PostgreSQL",
+		Object:         []byte(`{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db"}, "spec": {"template": {"spec": {"containers": [{"name": "postgres"}]}}}}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	mutation, _ := Backup{}.Mutate(context.Background(), call)
+	wire, err := mutation.MutateResponse()
+	fmt.Println(info.Mutations[0].APIVersion(), info.Mutations[0].Kind, err)
+	fmt.Println(string(wire.GetPatch()))
+	fmt.Println(wire.GetWarnings())
+	// Output:
+	// apps/v1 Deployment <nil>
+	// [{"op":"add","path":"/spec/template/spec/containers/-","value":{"image":"example.com/backup:1.0","name":"backup","volumeMounts":[{"mountPath":"/data","name":"data","readOnly":true}]}},{"op":"add","path":"/metadata/annotations/backup.example.com~1enabled","value":"true"}]
+	// [a backup sidecar was added to db]
 }

@@ -194,9 +194,9 @@ func (i *Info) callPoliciesProto() []*kplugv1.CallPolicy {
 	return policies
 }
 
-// validateDeclarations makes the operator's checks on the hooks and call
-// policies at start-up, so that a mistake stops the plugin with a message
-// instead of every heartbeat being refused.
+// validateDeclarations makes the operator's checks on the hooks, call
+// policies and mutations at start-up, so that a mistake stops the plugin
+// with a message instead of every heartbeat being refused.
 func validateDeclarations(info *Info, plugin Plugin) error {
 	refuse := func(format string, args ...any) error {
 		return &startupError{kind: ErrInvalidDeclaration, message: "plugin " + info.Name + " cannot start: " + fmt.Sprintf(format, args...)}
@@ -244,7 +244,7 @@ func validateDeclarations(info *Info, plugin Plugin) error {
 		}
 		return refuse("call policy for %s: %s", p.Call, problem)
 	}
-	return nil
+	return validateMutations(info, plugin, refuse)
 }
 
 func declaredBefore(hooks []Hook, name string) bool {

@@ -63,10 +63,11 @@ func (gvk GroupVersionKind) APIVersion() string {
 }
 
 // Info describes a plugin. It is sent in every heartbeat and answered by
-// GetInfo, hooks and call policies included, so the two always agree. (Its
-// capabilities follow from the interfaces the plugin implements:
-// [Finalizer], [Validator], [Defaulter], [HookHandler]; and CHILDREN from
-// the child kinds of its offers, [Offer.Children].)
+// GetInfo, hooks, call policies and mutations included, so the two always
+// agree. (Its capabilities follow from the interfaces the plugin
+// implements: [Finalizer], [Validator], [Defaulter], [HookHandler],
+// [Mutator]; and CHILDREN from the child kinds of its offers,
+// [Offer.Children].)
 type Info struct {
 	// Name is a DNS label (lowercase letters, digits and '-', at most 63
 	// characters), stable across versions and restarts, e.g. "postgresql".
@@ -86,6 +87,13 @@ type Info struct {
 	// CallPolicies ask for a deadline (and, for Validate and Default, a
 	// failure policy) per call: one policy per call, checked at start-up.
 	CallPolicies []CallPolicy
+	// Mutations are the kinds of objects the plugin patches before the
+	// operator applies them, e.g.
+	// FromAPIVersionAndKind("apps/v1", "Deployment"); the plugin must
+	// implement [Mutator], which advertises the MUTATE capability. At most
+	// 16, checked at start-up. The operator sends only the kinds its
+	// --mutators allows for the plugin.
+	Mutations []GroupVersionKind
 }
 
 // validateName refuses names the operator would refuse.
@@ -146,10 +154,9 @@ func (i *Info) declaresChildren() bool {
 
 // capabilities: RECONCILE always; FINALIZE, VALIDATE, DEFAULT and HOOKS
 // when the plugin implements [Finalizer], [Validator], [Defaulter] and
-// [HookHandler], and CHILDREN when an offer of info declares child kinds,
-// in that order (as every SDK sends them). MUTATE is never advertised:
-// the SDK does not implement Mutate yet (the server answers it
-// UNIMPLEMENTED).
+// [HookHandler], CHILDREN when an offer of info declares child kinds, and
+// MUTATE when it implements [Mutator], in that order (as every SDK sends
+// them).
 func capabilities(plugin Plugin, info *Info) []kplugv1.Capability {
 	caps := []kplugv1.Capability{kplugv1.Capability_CAPABILITY_RECONCILE}
 	if _, ok := plugin.(Finalizer); ok {
@@ -166,6 +173,9 @@ func capabilities(plugin Plugin, info *Info) []kplugv1.Capability {
 	}
 	if info.declaresChildren() {
 		caps = append(caps, kplugv1.Capability_CAPABILITY_CHILDREN)
+	}
+	if _, ok := plugin.(Mutator); ok {
+		caps = append(caps, kplugv1.Capability_CAPABILITY_MUTATE)
 	}
 	return caps
 }

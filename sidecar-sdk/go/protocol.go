@@ -60,16 +60,18 @@ const (
 	// maxMessageChars is the longest message the operator keeps; a field
 	// error's message and value are cut to it.
 	maxMessageChars = 1024
-	// maxHooks and maxCallPolicies bound what a plugin declares.
+	// maxHooks, maxCallPolicies and maxMutations bound what a plugin
+	// declares.
 	maxHooks        = 16
 	maxCallPolicies = 16
+	maxMutations    = 16
 	// maxFieldErrors and maxWarnings bound an admission answer; past them,
 	// the last one kept says how many more there were. maxWarningChars
 	// bounds one warning.
 	maxFieldErrors  = 64
 	maxWarnings     = 16
 	maxWarningChars = 256
-	// maxPatchBytes bounds a Default answer's JSON Patch.
+	// maxPatchBytes bounds a Default or Mutate answer's JSON Patch.
 	maxPatchBytes = 256 << 10
 	// maxSocketPathBytes is what sockaddr_un.sun_path holds on Linux,
 	// without the final NUL.

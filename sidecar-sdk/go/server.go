@@ -114,6 +114,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		Capabilities: capabilities(plugin, &info),
 		Hooks:        info.hooksProto(),
 		CallPolicies: info.callPoliciesProto(),
+		Mutations:    info.mutationsProto(),
 	}, c.heartbeatInterval, logger)
 	return s, nil
 }

@@ -24,8 +24,10 @@ import (
 // Validate and Default"): a handler error or panic, or an invalid answer,
 // is a gRPC INTERNAL error carrying its message, and an object that is not
 // JSON INVALID_ARGUMENT, so that the failure policy decides (the operator
-// shows the message to the client). A call the plugin does not implement
-// is UNIMPLEMENTED.
+// shows the message to the client). Mutate answers its failures the same
+// way: there is no outcome in its answer, and the operator holds the
+// object until a call succeeds. A call the plugin does not implement is
+// UNIMPLEMENTED.
 type service struct {
 	kplugv1.UnimplementedPluginServer
 	info   *Info
@@ -44,6 +46,7 @@ func (s *service) GetInfo(context.Context, *kplugv1.GetInfoRequest) (*kplugv1.Ge
 		Description:  s.info.Description,
 		Hooks:        s.info.hooksProto(),
 		CallPolicies: s.info.callPoliciesProto(),
+		Mutations:    s.info.mutationsProto(),
 	}, nil
 }
 
@@ -170,7 +173,7 @@ func (s *service) Default(ctx context.Context, in *kplugv1.DefaultRequest) (*kpl
 // input into INVALID_ARGUMENT and an error, a panic or a nil answer into
 // INTERNAL.
 func (s *service) admit(ctx context.Context, call, implementation string, operation kplugv1.Operation, object, oldObject []byte,
-	handler func(context.Context, *AdmissionRequest) (bool, error)) (err error) {
+	handler func(context.Context, *AdmissionRequest) (bool, error)) error {
 	ctx, span := handlerSpan(ctx, s.info.Name, call)
 	defer span.End()
 	request, err := DecodeAdmissionRequest(implementation, Operation(operation), object, oldObject)
@@ -179,13 +182,20 @@ func (s *service) admit(ctx context.Context, call, implementation string, operat
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	logger := s.logger.With("call", call, "object", request.Object.Ref().String())
+	return guarded(logger, call, func() (bool, error) { return handler(ctx, request) })
+}
+
+// guarded calls a handler whose failures are gRPC errors (Validate,
+// Default, Mutate): its error, a panic or a nil answer (answered false)
+// becomes INTERNAL with a message.
+func guarded(logger *slog.Logger, call string, handler func() (bool, error)) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			logger.Error("the handler panicked", "panic", p, "stack", string(debug.Stack()))
 			err = status.Error(codes.Internal, fmt.Sprintf("the plugin's %s handler panicked: %v", call, p))
 		}
 	}()
-	answered, err := handler(ctx, request)
+	answered, err := handler()
 	switch {
 	case err != nil:
 		logger.Warn("the handler failed", "error", err)
@@ -195,6 +205,39 @@ func (s *service) admit(ctx context.Context, call, implementation string, operat
 		return status.Error(codes.Internal, fmt.Sprintf("the plugin's %s handler returned a nil answer and no error", call))
 	}
 	return nil
+}
+
+// Mutate calls the plugin's [Mutator]; without one, UNIMPLEMENTED. Its
+// failures are gRPC errors, as for Default: the operator holds the object
+// until a call succeeds, and shows the message on the base object.
+func (s *service) Mutate(ctx context.Context, in *kplugv1.MutateRequest) (*kplugv1.MutateResponse, error) {
+	mutator, ok := s.plugin.(Mutator)
+	if !ok {
+		return nil, s.unimplemented("Mutate")
+	}
+	ctx, span := handlerSpan(ctx, s.info.Name, "Mutate")
+	defer span.End()
+	call, err := DecodeMutateCall(in)
+	if err != nil {
+		s.logger.Error(err.Error()+"; the handler was not called", "call", "Mutate")
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	logger := s.logger.With("call", "Mutate", "object", call.Object.Ref().String())
+	var mutation *Mutation
+	err = guarded(logger, "Mutate", func() (bool, error) {
+		var err error
+		mutation, err = mutator.Mutate(ctx, call)
+		return mutation != nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	response, err := mutation.MutateResponse()
+	if err != nil {
+		logger.Error("the handler built an invalid mutation", "error", err)
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return response, nil
 }
 
 // Hook calls the plugin's [HookHandler]; without one, UNIMPLEMENTED.

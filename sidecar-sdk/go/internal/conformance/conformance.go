@@ -41,14 +41,16 @@ func Info() kplug.Info {
 			{Call: kplug.CallDefault, Deadline: 1500 * time.Millisecond, FailurePolicy: kplug.FailurePolicyIgnore},
 			{Call: kplug.CallHook},
 		},
+		Mutations: []kplug.GroupVersionKind{kplug.FromAPIVersionAndKind("apps/v1", "Deployment")},
 	}
 }
 
 var widget = kplug.GroupKind{Group: group, Kind: "Widget"}
 
 // Plugin is the conformance plugin. It implements Finalize, Validate,
-// Default, Hook and readiness, and its offer declares child kinds, so it
-// advertises RECONCILE, FINALIZE, VALIDATE, DEFAULT, HOOKS and CHILDREN.
+// Default, Hook, Mutate and readiness, and its offer declares child kinds,
+// so it advertises RECONCILE, FINALIZE, VALIDATE, DEFAULT, HOOKS, CHILDREN
+// and MUTATE.
 type Plugin struct {
 	kplug.ReadinessGate
 }
@@ -188,6 +190,42 @@ func (p *Plugin) Default(_ context.Context, req *kplug.AdmissionRequest) (*kplug
 	return defaults, nil
 }
 
+// Mutate follows the README's Mutate: c is the base object's
+// spec.conformance (none without a base); "raise", patch (through the
+// SDK's builder), warnings and echo.
+func (p *Plugin) Mutate(_ context.Context, call *kplug.MutateCall) (*kplug.Mutation, error) {
+	c := map[string]any{}
+	if call.Base != nil {
+		c = specDirectives(call.Base.Spec())
+	}
+	if err := raised(c); err != nil {
+		return nil, err
+	}
+	mutation := kplug.NoMutation()
+	for _, item := range list(c, "patch") {
+		op, _ := item.(map[string]any)
+		switch text(op, "op") {
+		case "add":
+			mutation.Add(text(op, "path"), op["value"])
+		case "replace":
+			mutation.Replace(text(op, "path"), op["value"])
+		default:
+			mutation.Remove(text(op, "path"))
+		}
+	}
+	for _, warning := range warnings(c) {
+		mutation.WithWarning(warning)
+	}
+	if echo, _ := c["echo"].(bool); echo {
+		live := "none"
+		if call.Live != nil {
+			live = call.Live.Name()
+		}
+		mutation.WithWarning(fmt.Sprintf("%s %s/%s live=%s", call.Implementation, call.Object.Kind(), call.Object.Name(), live))
+	}
+	return mutation, nil
+}
+
 // Hook follows the README's Hook: the outcome and events as for Finalize,
 // status (reserved keys allowed) and echo.
 func (p *Plugin) Hook(_ context.Context, call *kplug.HookCall) (*kplug.Response, error) {
@@ -252,7 +290,7 @@ func list(m map[string]any, key string) []any {
 	return l
 }
 
-// raised is the README's "raise" for Validate and Default: the error the
+// raised is the README's "raise" for Validate, Default and Mutate: the error the
 // handler returns, or nil when the directives do not ask for one.
 func raised(c map[string]any) error {
 	if c["action"] == "raise" {

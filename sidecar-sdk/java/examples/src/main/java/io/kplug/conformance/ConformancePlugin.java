@@ -14,6 +14,8 @@ import io.kplug.sidecar.HookPhase;
 import io.kplug.sidecar.Info;
 import io.kplug.sidecar.Kplug;
 import io.kplug.sidecar.KubeObject;
+import io.kplug.sidecar.MutateCall;
+import io.kplug.sidecar.Mutation;
 import io.kplug.sidecar.Offer;
 import io.kplug.sidecar.Plugin;
 import io.kplug.sidecar.Protocol;
@@ -67,6 +69,7 @@ public final class ConformancePlugin implements Plugin {
           .callPolicy(new CallPolicy(Call.VALIDATE, Duration.ofSeconds(2), FailurePolicy.FAIL))
           .callPolicy(new CallPolicy(Call.DEFAULT, Duration.ofMillis(1500), FailurePolicy.IGNORE))
           .callPolicy(new CallPolicy(Call.HOOK, null, null))
+          .mutation("apps/v1", "Deployment")
           .build();
 
   /** What the "raise" action throws. */
@@ -185,6 +188,34 @@ public final class ConformancePlugin implements Plugin {
     return defaults;
   }
 
+  /**
+   * The README's Mutate: {@code c} is the base object's {@code spec.conformance} (none without a
+   * base); "raise", patch (through the SDK's builder), warnings and echo.
+   */
+  @Override
+  public Mutation mutate(MutateCall call) throws ConformanceError {
+    Map<String, Object> c = call.base().map(b -> directives(b.spec())).orElse(Map.of());
+    raise(c);
+    Mutation mutation = Mutation.none();
+    for (Object item : list(c, "patch")) {
+      Map<String, Object> op = map(item);
+      switch (text(op, "op")) {
+        case "add" -> mutation.add(text(op, "path"), op.get("value"));
+        case "replace" -> mutation.replace(text(op, "path"), op.get("value"));
+        default -> mutation.remove(text(op, "path"));
+      }
+    }
+    warnings(c).forEach(mutation::withWarning);
+    if (Boolean.TRUE.equals(c.get("echo"))) {
+      KubeObject object = call.object();
+      String live = call.live().map(KubeObject::name).orElse("none");
+      mutation.withWarning(
+          String.format(
+              "%s %s/%s live=%s", call.implementation(), object.kind(), object.name(), live));
+    }
+    return mutation;
+  }
+
   /** The README's Hook: the outcome and events as for Finalize, status and echo. */
   @Override
   public Response hook(HookCall call) throws ConformanceError {
@@ -271,7 +302,7 @@ public final class ConformancePlugin implements Plugin {
     return all;
   }
 
-  /** The README's "raise" for Validate and Default. */
+  /** The README's "raise" for Validate, Default and Mutate. */
   private static void raise(Map<String, Object> c) throws ConformanceError {
     if ("raise".equals(c.get("action"))) {
       throw new ConformanceError(text(c, "message"));

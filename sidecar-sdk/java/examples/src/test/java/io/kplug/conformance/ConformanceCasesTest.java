@@ -194,6 +194,21 @@ class ConformanceCasesTest {
                     out.set("patch", status(r.getPatch()));
                     return out.set("warnings", strings(r.getWarningsList()));
                   });
+          case "Mutate" ->
+              grpc(
+                  () -> {
+                    var r =
+                        stub.mutate(
+                            PluginOuterClass.MutateRequest.newBuilder()
+                                .setImplementation(request.path("implementation").asText())
+                                .setObject(object(request))
+                                .setLive(optional(request, "live"))
+                                .setBase(optional(request, "base"))
+                                .build());
+                    ObjectNode out = NODES.objectNode();
+                    out.set("patch", status(r.getPatch()));
+                    return out.set("warnings", strings(r.getWarningsList()));
+                  });
           default -> throw new AssertionError("unknown rpc " + request.get("rpc"));
         };
     JsonNode want = expect;
@@ -288,7 +303,12 @@ class ConformanceCasesTest {
   }
 
   private static ByteString oldObject(JsonNode request) {
-    return request.has("old_object") ? encode(request.get("old_object")) : ByteString.EMPTY;
+    return optional(request, "old_object");
+  }
+
+  /** The request's object at {@code key} encoded; empty bytes (the protocol's none) without it. */
+  private static ByteString optional(JsonNode request, String key) {
+    return request.has(key) ? encode(request.get(key)) : ByteString.EMPTY;
   }
 
   /** Each value of a list JSON-encoded (absent: none). */
@@ -475,6 +495,16 @@ class ConformanceCasesTest {
           policy.put(
               "failure_policy", p.getFailurePolicy().name().substring("FAILURE_POLICY_".length())));
     }
-    return out.set("call_policies", policies);
+    out.set("call_policies", policies);
+    ArrayNode mutations = NODES.arrayNode();
+    for (var m : r.getMutationsList()) {
+      mutations.add(
+          NODES
+              .objectNode()
+              .put("group", m.getKind().getGroup())
+              .put("version", m.getKind().getVersion())
+              .put("kind", m.getKind().getKind()));
+    }
+    return out.set("mutations", mutations);
   }
 }

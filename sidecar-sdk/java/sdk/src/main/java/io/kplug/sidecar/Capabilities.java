@@ -8,10 +8,15 @@ import kplug.v1.Types.Capability;
  * What a plugin advertises: RECONCILE always, each optional call whose {@link Plugin} method the
  * plugin's class overrides (a default method that is not overridden is what the interface declares,
  * so it tells the two apart without calling anything), and CHILDREN when an offer declares child
- * kinds. Never MUTATE: the SDK does not implement Mutate yet (it is answered UNIMPLEMENTED).
+ * kinds.
  */
 record Capabilities(
-    boolean finalizes, boolean validates, boolean defaults, boolean hooks, boolean children) {
+    boolean finalizes,
+    boolean validates,
+    boolean defaults,
+    boolean hooks,
+    boolean children,
+    boolean mutates) {
 
   static Capabilities of(Plugin plugin, Info info) {
     return new Capabilities(
@@ -19,7 +24,8 @@ record Capabilities(
         overrides(plugin, "validate", AdmissionRequest.class),
         overrides(plugin, "defaults", AdmissionRequest.class),
         overrides(plugin, "hook", HookCall.class),
-        info.offers().stream().anyMatch(o -> !o.children().isEmpty()));
+        info.offers().stream().anyMatch(o -> !o.children().isEmpty()),
+        overrides(plugin, "mutate", MutateCall.class));
   }
 
   private static boolean overrides(Plugin plugin, String method, Class<?> parameter) {
@@ -48,6 +54,9 @@ record Capabilities(
     }
     if (children) {
       caps.add(Capability.CAPABILITY_CHILDREN);
+    }
+    if (mutates) {
+      caps.add(Capability.CAPABILITY_MUTATE);
     }
     return caps;
   }

@@ -1,12 +1,6 @@
 package io.kplug.sidecar;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.google.protobuf.ByteString;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Objects;
 import kplug.v1.PluginOuterClass;
 
 /**
@@ -25,9 +19,7 @@ import kplug.v1.PluginOuterClass;
  * would refuse.
  */
 public final class Defaults {
-  private final ArrayNode operations = Json.MAPPER.createArrayNode();
-  private final List<String> warnings = new ArrayList<>();
-  private String problem;
+  private final JsonPatch patch = new JsonPatch(Defaults::pathProblem, false);
 
   private Defaults() {}
 
@@ -38,28 +30,31 @@ public final class Defaults {
 
   /** Sets {@code value} at {@code path} (a new member, or the member replaced). */
   public Defaults add(String path, Object value) {
-    return push("add", path, value, true);
+    patch.push("add", path, value, true);
+    return this;
   }
 
   /** Replaces the value at {@code path}, which must exist. */
   public Defaults replace(String path, Object value) {
-    return push("replace", path, value, true);
+    patch.push("replace", path, value, true);
+    return this;
   }
 
   /** Removes the value at {@code path}, which must exist. */
   public Defaults remove(String path) {
-    return push("remove", path, null, false);
+    patch.push("remove", path, null, false);
+    return this;
   }
 
   /** Adds a warning shown to the client (kubectl prints it). */
   public Defaults withWarning(String warning) {
-    warnings.add(Objects.requireNonNull(warning, "warning"));
+    patch.warn(warning);
     return this;
   }
 
   /** Whether no operation was added. */
   public boolean isEmpty() {
-    return operations.isEmpty();
+    return patch.isEmpty();
   }
 
   /**
@@ -67,43 +62,16 @@ public final class Defaults {
    * JSON), or null.
    */
   public String problem() {
-    return problem;
+    return patch.problem();
   }
 
-  private Defaults push(String op, String path, Object value, boolean hasValue) {
-    if (problem != null) {
-      return this;
+  private static String pathProblem(String path) {
+    if (path != null
+        && Protocol.DEFAULT_PATCH_PREFIXES.stream()
+            .anyMatch(prefix -> path.equals(prefix) || path.startsWith(prefix + "/"))) {
+      return null;
     }
-    if (!allowed(path)) {
-      problem =
-          "a default may only change /spec, /metadata/labels and /metadata/annotations; "
-              + op
-              + " "
-              + Json.encodeString(path)
-              + " is outside them";
-      return this;
-    }
-    ObjectNode operation = Json.MAPPER.createObjectNode().put("op", op).put("path", path);
-    if (hasValue) {
-      JsonNode tree;
-      try {
-        tree = Json.toTree(value, "the value of " + op + " " + Json.encodeString(path));
-      } catch (IllegalArgumentException e) {
-        problem = e.getMessage();
-        return this;
-      }
-      operation.set("value", tree);
-    }
-    operations.add(operation);
-    return this;
-  }
-
-  private static boolean allowed(String path) {
-    if (path == null) {
-      return false;
-    }
-    return Protocol.DEFAULT_PATCH_PREFIXES.stream()
-        .anyMatch(prefix -> path.equals(prefix) || path.startsWith(prefix + "/"));
+    return "a default may only change /spec, /metadata/labels and /metadata/annotations";
   }
 
   /**
@@ -113,22 +81,11 @@ public final class Defaults {
    *     patch larger than the operator takes (256 KiB); the SDK answers it with INTERNAL
    */
   public PluginOuterClass.DefaultResponse toDefaultResponse() {
-    if (problem != null) {
-      throw new IllegalStateException("plugin bug: " + problem);
-    }
     var wire = PluginOuterClass.DefaultResponse.newBuilder();
-    if (!operations.isEmpty()) {
-      byte[] patch = Json.encode(operations);
-      if (patch.length > Protocol.MAX_PATCH_BYTES) {
-        throw new IllegalStateException(
-            "plugin bug: the defaults' JSON Patch is "
-                + patch.length
-                + " bytes; at most "
-                + Protocol.MAX_PATCH_BYTES
-                + " are accepted");
-      }
-      wire.setPatch(ByteString.copyFrom(patch));
+    byte[] encoded = patch.encode("the defaults'");
+    if (encoded != null) {
+      wire.setPatch(ByteString.copyFrom(encoded));
     }
-    return wire.addAllWarnings(Text.boundedWarnings(warnings)).build();
+    return wire.addAllWarnings(patch.boundedWarnings()).build();
   }
 }

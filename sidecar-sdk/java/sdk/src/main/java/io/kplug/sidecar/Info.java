@@ -7,9 +7,9 @@ import java.util.Objects;
 import java.util.regex.Pattern;
 
 /**
- * Describes a plugin. It is sent in every heartbeat and answered by GetInfo, hooks and call
- * policies included, so the two always agree. (Its capabilities follow from the methods the plugin
- * overrides: see {@link Plugin}; and CHILDREN from the child kinds of its offers, {@link
+ * Describes a plugin. It is sent in every heartbeat and answered by GetInfo, hooks, call policies
+ * and mutations included, so the two always agree. (Its capabilities follow from the methods the
+ * plugin overrides: see {@link Plugin}; and CHILDREN from the child kinds of its offers, {@link
  * Offer#withChild}.)
  *
  * <pre>{@code
@@ -27,6 +27,8 @@ import java.util.regex.Pattern;
  * @param offers what the plugin serves
  * @param hooks the hooks the plugin declares; the plugin must override {@link Plugin#hook}
  * @param callPolicies a deadline (and, for Validate and Default, a failure policy) per call
+ * @param mutations the kinds of objects the plugin patches before the operator applies them; the
+ *     plugin must override {@link Plugin#mutate}
  */
 public record Info(
     String name,
@@ -34,7 +36,8 @@ public record Info(
     String description,
     List<Offer> offers,
     List<Hook> hooks,
-    List<CallPolicy> callPolicies) {
+    List<CallPolicy> callPolicies,
+    List<GroupVersionKind> mutations) {
 
   private static final Pattern DNS_LABEL = Pattern.compile("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
 
@@ -46,6 +49,7 @@ public record Info(
     offers = List.copyOf(offers);
     hooks = List.copyOf(hooks);
     callPolicies = List.copyOf(callPolicies);
+    mutations = List.copyOf(mutations);
   }
 
   /** A builder for a plugin named {@code name}. */
@@ -61,6 +65,7 @@ public record Info(
     private final List<Offer> offers = new ArrayList<>();
     private final List<Hook> hooks = new ArrayList<>();
     private final List<CallPolicy> callPolicies = new ArrayList<>();
+    private final List<GroupVersionKind> mutations = new ArrayList<>();
 
     private Builder(String name) {
       this.name = Objects.requireNonNull(name, "name");
@@ -99,9 +104,20 @@ public record Info(
       return this;
     }
 
+    /**
+     * Declares a kind of object the plugin patches, by {@code apiVersion} and kind, e.g. {@code
+     * mutation("apps/v1", "Deployment")}; the plugin must override {@link Plugin#mutate}, which
+     * advertises MUTATE. At most 16, checked at start-up. The operator sends only the kinds its
+     * {@code --mutators} allows for the plugin.
+     */
+    public Builder mutation(String apiVersion, String kind) {
+      mutations.add(GroupVersionKind.of(apiVersion, kind));
+      return this;
+    }
+
     /** The description. */
     public Info build() {
-      return new Info(name, version, description, offers, hooks, callPolicies);
+      return new Info(name, version, description, offers, hooks, callPolicies, mutations);
     }
   }
 
@@ -124,8 +140,8 @@ public record Info(
   }
 
   /**
-   * Makes the operator's checks on the hooks and call policies at start-up, so that a mistake stops
-   * the plugin with a message instead of every heartbeat being refused.
+   * Makes the operator's checks on the hooks, call policies and mutations at start-up, so that a
+   * mistake stops the plugin with a message instead of every heartbeat being refused.
    */
   void validateDeclarations(Capabilities capabilities) throws StartupException {
     if (hooks.size() > Protocol.MAX_HOOKS) {
@@ -171,6 +187,42 @@ public record Info(
       if (problem != null) {
         throw refuse("call policy for " + p.call() + ": " + problem);
       }
+    }
+    validateMutations(capabilities);
+  }
+
+  /**
+   * The operator's checks (at most 16, each naming a version and kind), and the SDK's own: the
+   * handler and the kinds go together, since either alone means a plugin that is never called or a
+   * kind that is never answered.
+   */
+  private void validateMutations(Capabilities capabilities) throws StartupException {
+    if (mutations.size() > Protocol.MAX_MUTATIONS) {
+      throw refuse(
+          mutations.size()
+              + " mutations are declared; at most "
+              + Protocol.MAX_MUTATIONS
+              + " are accepted");
+    }
+    for (int i = 0; i < mutations.size(); i++) {
+      GroupVersionKind m = mutations.get(i);
+      if (m.version().isEmpty() || m.kind().isEmpty()) {
+        throw refuse(
+            "mutation #"
+                + i
+                + " ("
+                + Json.encodeString(m.apiVersion())
+                + ", "
+                + Json.encodeString(m.kind())
+                + ") names no version or kind; use mutation(\"apps/v1\", \"Deployment\")");
+      }
+    }
+    if (!mutations.isEmpty() && !capabilities.mutates()) {
+      throw refuse("it declares mutations but does not override Plugin.mutate");
+    }
+    if (capabilities.mutates() && mutations.isEmpty()) {
+      throw refuse(
+          "it overrides Plugin.mutate but declares no kind to mutate (Info.Builder.mutation)");
     }
   }
 

@@ -3,9 +3,9 @@ package io.kplug.sidecar;
 /**
  * Your plugin's logic. {@link #reconcile} is required; override the other methods when you need
  * them. <b>Overriding one advertises its capability</b>: {@link #finalize(Request)} FINALIZE,
- * {@link #validate} VALIDATE, {@link #defaults} DEFAULT, {@link #hook} HOOKS. The operator calls
- * only what is advertised; a call the plugin does not override is answered UNIMPLEMENTED (Finalize:
- * OK at once).
+ * {@link #validate} VALIDATE, {@link #defaults} DEFAULT, {@link #hook} HOOKS, {@link #mutate}
+ * MUTATE. The operator calls only what is advertised; a call the plugin does not override is
+ * answered UNIMPLEMENTED (Finalize: OK at once).
  *
  * <p>Calls run concurrently (up to the operator's in-flight bound), for different objects, and must
  * be idempotent: the same request can come again. Each call runs on a thread of its own, which the
@@ -15,7 +15,8 @@ package io.kplug.sidecar;
  * OUTCOME_FAILED response carrying {@code "<exception's simple class name>: <message>"}, shown on
  * the resource; the operator retries with backoff, and the plugin keeps serving. From {@code
  * validate} and {@code defaults} it becomes a gRPC INTERNAL error with that message: the plugin
- * could not decide, and its failure policy ({@link CallPolicy}) refuses or admits the object.
+ * could not decide, and its failure policy ({@link CallPolicy}) refuses or admits the object. From
+ * {@code mutate} too: the operator then holds the object until a call succeeds.
  *
  * <p>A plugin that needs nothing but Reconcile can be a lambda: {@code Kplug.main(info, request ->
  * Response.ok())}.
@@ -66,6 +67,21 @@ public interface Plugin {
    */
   default Response hook(HookCall call) throws Exception {
     throw new UnsupportedOperationException("this plugin has no hooks");
+  }
+
+  /**
+   * Patches an object of a kind declared with {@link Info.Builder#mutation} before the operator
+   * applies it: a child another plugin desires, when the operator's {@code --mutators} allows this
+   * plugin for its kind. Overriding it advertises MUTATE; declaring mutations without overriding
+   * it, or overriding it without declaring any, is a start-up error.
+   *
+   * <p>The answer must be deterministic: the same call, the same {@link Mutation}, since the
+   * operator judges drift by the mutated object. A path outside the allowed ones, or an exception,
+   * is answered with a gRPC INTERNAL error, and the operator holds the object (it is not applied
+   * unmutated) until a call succeeds.
+   */
+  default Mutation mutate(MutateCall call) throws Exception {
+    throw new UnsupportedOperationException("this plugin does not mutate");
   }
 
   /**

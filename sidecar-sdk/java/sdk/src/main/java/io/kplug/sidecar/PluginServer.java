@@ -83,6 +83,7 @@ public final class PluginServer {
                 .addAllCapabilities(description.getCapabilitiesList())
                 .addAllHooks(description.getHooksList())
                 .addAllCallPolicies(description.getCallPoliciesList())
+                .addAllMutations(description.getMutationsList())
                 .build(),
             interval,
             workers,

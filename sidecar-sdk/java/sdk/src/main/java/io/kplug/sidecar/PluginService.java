@@ -15,6 +15,7 @@ import kplug.v1.PluginOuterClass;
 import kplug.v1.PluginOuterClass.DefaultRequest;
 import kplug.v1.PluginOuterClass.FinalizeRequest;
 import kplug.v1.PluginOuterClass.HookRequest;
+import kplug.v1.PluginOuterClass.MutateRequest;
 import kplug.v1.PluginOuterClass.ReconcileRequest;
 import kplug.v1.PluginOuterClass.ValidateRequest;
 import kplug.v1.Types;
@@ -29,8 +30,9 @@ import kplug.v1.Types;
  *
  * <p>Validate and Default are the exception (docs/protocol.md, "Admission: Validate and Default"):
  * a handler's exception, or an invalid answer, is a gRPC INTERNAL error carrying its message, and
- * an object that is not JSON INVALID_ARGUMENT, so that the failure policy decides. A call the
- * plugin does not override is UNIMPLEMENTED.
+ * an object that is not JSON INVALID_ARGUMENT, so that the failure policy decides. Mutate answers
+ * its failures the same way: there is no outcome in its answer, and the operator holds the object
+ * until a call succeeds. A call the plugin does not override is UNIMPLEMENTED.
  */
 final class PluginService extends PluginGrpc.PluginImplBase {
   private final Info info;
@@ -57,6 +59,8 @@ final class PluginService extends PluginGrpc.PluginImplBase {
     info.offers().forEach(o -> response.addOffers(o.toProto()));
     info.hooks().forEach(h -> response.addHooks(h.toProto()));
     info.callPolicies().forEach(p -> response.addCallPolicies(p.toProto()));
+    info.mutations()
+        .forEach(m -> response.addMutations(Types.Mutation.newBuilder().setKind(m.toProto())));
     return response.build();
   }
 
@@ -186,21 +190,45 @@ final class PluginService extends PluginGrpc.PluginImplBase {
         in.getOldObject().toByteArray(),
         request -> {
           Defaults defaults = plugin.defaults(request);
-          if (defaults == null) {
-            return null;
-          }
-          try {
-            return defaults.toDefaultResponse();
-          } catch (IllegalStateException e) {
-            logger.log(
-                Level.ERROR,
-                "plugin "
-                    + info.name()
-                    + ": the Default handler built invalid defaults: "
-                    + e.getMessage());
-            throw new StatusException(Status.INTERNAL.withDescription(e.getMessage()));
-          }
+          return defaults == null ? null : wire("Default", defaults::toDefaultResponse);
         });
+  }
+
+  @Override
+  public void mutate(MutateRequest in, StreamObserver<PluginOuterClass.MutateResponse> out) {
+    if (!capabilities.mutates()) {
+      unimplemented(out, "Mutate");
+      return;
+    }
+    guarded(
+        out,
+        "Mutate",
+        () -> MutateCall.decode(in),
+        MutateCall::object,
+        call -> {
+          Mutation mutation = plugin.mutate(call);
+          return mutation == null ? null : wire("Mutate", mutation::toMutateResponse);
+        });
+  }
+
+  /**
+   * The wire answer of a Default or Mutate builder; a mistake made while building (an {@link
+   * IllegalStateException} "plugin bug: ...") is logged and answered INTERNAL.
+   */
+  private <T> T wire(String call, java.util.function.Supplier<T> build) throws StatusException {
+    try {
+      return build.get();
+    } catch (IllegalStateException e) {
+      logger.log(
+          Level.ERROR,
+          "plugin "
+              + info.name()
+              + ": the "
+              + call
+              + " handler built an invalid answer: "
+              + e.getMessage());
+      throw new StatusException(Status.INTERNAL.withDescription(e.getMessage()));
+    }
   }
 
   /** A Reconcile or Finalize handler. */
@@ -304,23 +332,52 @@ final class PluginService extends PluginGrpc.PluginImplBase {
       byte[] object,
       byte[] oldObject,
       AdmissionHandler<T> handler) {
+    guarded(
+        out,
+        call,
+        () -> {
+          Operation op =
+              switch (operation) {
+                case OPERATION_CREATE -> Operation.CREATE;
+                case OPERATION_UPDATE -> Operation.UPDATE;
+                default ->
+                    throw new InvalidRequestException(
+                        "kplug: the admission request's operation "
+                            + operation.getNumber()
+                            + " is neither CREATE nor UPDATE");
+              };
+          return AdmissionRequest.decode(implementation, op, object, oldObject);
+        },
+        AdmissionRequest::object,
+        handler::handle);
+  }
+
+  /** Decodes a request; its message is what INVALID_ARGUMENT carries. */
+  private interface Decoder<R> {
+    R decode() throws InvalidRequestException;
+  }
+
+  /** Calls a handler with a decoded request. */
+  private interface Caller<R, T> {
+    T call(R request) throws Exception;
+  }
+
+  /**
+   * A call whose failures are gRPC errors (Validate, Default, Mutate): decodes the request and
+   * calls the handler, turning bad input into INVALID_ARGUMENT and an exception or a null answer
+   * into INTERNAL ({@code object} names the request's object in the logs).
+   */
+  private <R, T> void guarded(
+      StreamObserver<T> out,
+      String call,
+      Decoder<R> decoder,
+      java.util.function.Function<R, KubeObject> object,
+      Caller<R, T> handler) {
     Span span = Tracing.handlerSpan(info.name(), call);
     try (Scope scope = span.makeCurrent()) {
-      Operation op =
-          switch (operation) {
-            case OPERATION_CREATE -> Operation.CREATE;
-            case OPERATION_UPDATE -> Operation.UPDATE;
-            default -> null;
-          };
-      AdmissionRequest request;
+      R request;
       try {
-        if (op == null) {
-          throw new InvalidRequestException(
-              "kplug: the admission request's operation "
-                  + operation.getNumber()
-                  + " is neither CREATE nor UPDATE");
-        }
-        request = AdmissionRequest.decode(implementation, op, object, oldObject);
+        request = decoder.decode();
       } catch (InvalidRequestException e) {
         logger.log(
             Level.ERROR,
@@ -334,10 +391,10 @@ final class PluginService extends PluginGrpc.PluginImplBase {
         out.onError(Status.INVALID_ARGUMENT.withDescription(e.getMessage()).asException());
         return;
       }
-      String what = call + " of " + request.object();
+      String what = call + " of " + object.apply(request);
       T answer;
       try {
-        answer = interruptible(() -> handler.handle(request));
+        answer = interruptible(() -> handler.call(request));
       } catch (StatusException e) {
         out.onError(e);
         return;

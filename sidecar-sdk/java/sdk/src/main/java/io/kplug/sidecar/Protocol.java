@@ -90,6 +90,9 @@ public final class Protocol {
   /** At most this many call policies per plugin. */
   static final int MAX_CALL_POLICIES = 16;
 
+  /** At most this many kinds a plugin mutates. */
+  static final int MAX_MUTATIONS = 16;
+
   /** Field errors per Validate answer; past it, the last one says how many more there were. */
   static final int MAX_FIELD_ERRORS = 64;
 
@@ -99,7 +102,7 @@ public final class Protocol {
   /** The longest warning, in characters. */
   static final int MAX_WARNING_CHARS = 256;
 
-  /** The largest Default patch, in bytes. */
+  /** The largest Default or Mutate patch, in bytes. */
   static final int MAX_PATCH_BYTES = 256 << 10;
 
   /** What {@code sockaddr_un.sun_path} holds on Linux, without the final NUL. */

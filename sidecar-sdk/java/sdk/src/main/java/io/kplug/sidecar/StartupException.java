@@ -14,9 +14,10 @@ public final class StartupException extends Exception {
     /** A builder setting or an environment variable has an invalid value. */
     INVALID_CONFIG,
     /**
-     * The plugin's hooks or call policies are ones the operator would refuse (a hook name that is
-     * not a DNS label or is declared twice, hooks without a {@link Plugin#hook} handler, a call
-     * policy declared twice...).
+     * The plugin's hooks, call policies or mutations are ones the operator would refuse (a hook
+     * name that is not a DNS label or is declared twice, hooks without a {@link Plugin#hook}
+     * handler, a call policy declared twice, mutations without a {@link Plugin#mutate} handler or
+     * the handler without mutations...).
      */
     INVALID_DECLARATION,
     /** Another live process serves the plugin's socket; it is never taken over. */

@@ -265,7 +265,7 @@ class PluginServerTest {
             Types.Capability.CAPABILITY_DEFAULT,
             Types.Capability.CAPABILITY_HOOKS),
         Capabilities.of(new Everything(), INFO).toProto());
-    // CHILDREN follows from the offers, last, as every SDK sends it; MUTATE is never advertised.
+    // CHILDREN follows from the offers, in the order every SDK sends them (MUTATE: MutateTest).
     assertEquals(
         List.of(
             Types.Capability.CAPABILITY_RECONCILE,
