@@ -105,6 +105,27 @@ class Conformance(kplug.Plugin):
             defaults.warning(warning)
         return defaults
 
+    async def mutate(self, call: kplug.MutateCall) -> kplug.Mutation:
+        # The README's Mutate: c is the *base* object's spec.conformance (the object is the
+        # child being mutated, whose spec is not the case's).
+        c = _base_directives(call.base)
+        if c.get("action") == "raise":
+            raise ConformanceError(c.get("message", ""))
+        mutation = kplug.Mutation.none()
+        for op in c.get("patch", []):
+            if op["op"] == "add":
+                mutation.add(op["path"], op.get("value"))
+            elif op["op"] == "replace":
+                mutation.replace(op["path"], op.get("value"))
+            else:
+                mutation.remove(op["path"])
+        for warning in c.get("warnings", []):
+            mutation.warning(warning)
+        if c.get("echo"):
+            live = "none" if call.live is None else _name(call.live)
+            mutation.warning(f"{call.implementation} {call.kind}/{call.name} live={live}")
+        return mutation
+
     async def hook(self, call: kplug.HookCall) -> kplug.HookResponse:
         request = call.request
         c = _directives(request)
@@ -148,6 +169,12 @@ def _directives(request: kplug.Request) -> dict[str, Any]:
 def _spec_directives(spec: dict[str, Any]) -> dict[str, Any]:
     directives = spec.get("conformance", {})
     return directives if isinstance(directives, dict) else {}
+
+
+def _base_directives(base: dict[str, Any] | None) -> dict[str, Any]:
+    """The base object's spec.conformance; empty without a base object."""
+    spec = (base or {}).get("spec")
+    return _spec_directives(spec if isinstance(spec, dict) else {})
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -213,12 +240,7 @@ def info() -> kplug.PluginInfo:
                 base=kplug.GroupKind(o["base"]["group"], o["base"]["kind"]),
                 implementation=o["implementation"],
                 extensions=[kplug.GroupKind(e["group"], e["kind"]) for e in o["extensions"]],
-                children=[
-                    kplug.ChildKind(
-                        f"{c['group']}/{c['version']}" if c["group"] else c["version"], c["kind"]
-                    )
-                    for c in o["children"]
-                ],
+                children=[kplug.ChildKind(_api_version(c), c["kind"]) for c in o["children"]],
             )
             for o in plugin["offers"]
         ],
@@ -242,7 +264,13 @@ def info() -> kplug.PluginInfo:
             )
             for p in plugin["call_policies"]
         ],
+        mutations=[kplug.MutationKind(_api_version(m), m["kind"]) for m in plugin["mutations"]],
     )
+
+
+def _api_version(kind: dict[str, str]) -> str:
+    """``<group>/<version>``, or ``<version>`` for the core group."""
+    return f"{kind['group']}/{kind['version']}" if kind["group"] else kind["version"]
 
 
 if __name__ == "__main__":

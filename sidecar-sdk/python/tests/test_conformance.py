@@ -60,6 +60,8 @@ def test_case(case: dict[str, Any], stub: plugin_pb2_grpc.PluginStub) -> None:
         actual = {"ready": probe.ready, "message": probe.message}
     elif rpc in ("Validate", "Default"):
         actual = admission_json(stub, request)
+    elif rpc == "Mutate":
+        actual = mutate_json(stub, request)
     elif rpc == "Hook":
         wire_hook = plugin_pb2.HookRequest(
             hook=request["hook"],
@@ -120,6 +122,22 @@ def admission_json(stub: plugin_pb2_grpc.PluginStub, request: dict[str, Any]) ->
         return {"grpc_code": e.code().name, "message": e.details()}
 
 
+def mutate_json(stub: plugin_pb2_grpc.PluginStub, request: dict[str, Any]) -> dict[str, Any]:
+    """A Mutate answer in the cases' shape ({patch, warnings}), or the gRPC error."""
+    wire = plugin_pb2.MutateRequest(
+        implementation=request["implementation"],
+        object=object_bytes(request),
+        # Absent: empty bytes, which the protocol reads as none.
+        live=encode(request["live"]) if "live" in request else b"",
+        base=encode(request["base"]) if "base" in request else b"",
+    )
+    try:
+        mutation = stub.Mutate(wire, timeout=5)
+    except grpc.RpcError as e:
+        return {"grpc_code": e.code().name, "message": e.details()}
+    return {"patch": status_json(mutation.patch), "warnings": list(mutation.warnings)}
+
+
 def encode(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
@@ -167,6 +185,10 @@ def info_json(info: plugin_pb2.GetInfoResponse) -> dict[str, Any]:
                 ),
             }
             for p in info.call_policies
+        ],
+        "mutations": [
+            {"group": m.kind.group, "version": m.kind.version, "kind": m.kind.kind}
+            for m in info.mutations
         ],
     }
 

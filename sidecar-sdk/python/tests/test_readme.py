@@ -1,4 +1,5 @@
-"""README.md's "Children" section, run as written: the plugin, then the unit test under it."""
+"""README.md's "Children" and "Mutate" sections, run as written: the plugin, then the unit test
+under it."""
 
 from __future__ import annotations
 
@@ -30,3 +31,26 @@ async def test_the_children_example_runs() -> None:
     body = textwrap.indent(unit_test, "    ")
     exec(compile(f"async def run() -> None:\n{body}", f"{README}:Children", "exec"), namespace)
     await namespace["run"]()
+
+
+async def test_the_mutate_example_runs() -> None:
+    plugin, unit_test = BLOCK.findall(section("Mutate"))
+    namespace: dict[str, Any] = {"__name__": "readme_mutate"}
+    exec(compile(plugin, f"{README}:Mutate", "exec"), namespace)
+    info = namespace["info"]
+    assert [(m.api_version, m.kind) for m in info.mutations] == [("apps/v1", "Deployment")]
+    body = textwrap.indent(unit_test, "    ")
+    exec(compile(f"async def run() -> None:\n{body}", f"{README}:Mutate", "exec"), namespace)
+    await namespace["run"]()
+    # The example's second branch: a Deployment that has the container already is left alone.
+    call = namespace["kplug"].MutateCall.from_json(
+        "PostgreSQL",
+        {
+            "kind": "Deployment",
+            "metadata": {"name": "db"},
+            "spec": {"template": {"spec": {"containers": [{"name": "backup"}]}}},
+        },
+    )
+    mutation = await namespace["Backup"]().mutate(call)
+    assert mutation.is_empty
+    assert mutation.warnings == ["Deployment db has a backup container already"]

@@ -275,9 +275,9 @@ async def test_reconcile_round_trip(start: StartFn, dial: DialFn) -> None:
 async def test_validate_default_hook_and_mutate_are_unimplemented(
     start: StartFn, dial: DialFn
 ) -> None:
-    # A plugin that does not override validate, default or hook advertises
-    # none of their capabilities, declares nothing, and answers UNIMPLEMENTED;
-    # Mutate is not in the SDK yet, so it is never advertised nor served.
+    # A plugin that does not override validate, default, hook or mutate
+    # advertises none of their capabilities, declares nothing, and answers
+    # UNIMPLEMENTED.
     server = await start(heartbeat_interval=60)
     stub = dial(server.socket_path)
     info = await stub.GetInfo(plugin_pb2.GetInfoRequest(), timeout=2)

@@ -21,6 +21,9 @@ import {
   HookResponse,
   type JsonObject,
   type JsonValue,
+  type MutateCall,
+  Mutation,
+  type MutationKind,
   type Plugin,
   type PluginInfo,
   type Readiness,
@@ -233,6 +236,38 @@ export class Conformance implements Plugin {
     return defaults;
   }
 
+  /**
+   * The README's Mutate: patch (through the SDK's builder), warnings, echo
+   * and "raise", driven by the *base* object's spec.conformance (the object
+   * is the child being mutated, whose spec is not the case's).
+   */
+  async mutate(call: MutateCall): Promise<Mutation> {
+    const c = object(object(call.base?.["spec"])["conformance"]);
+    if (c["action"] === "raise") {
+      throw new ConformanceError(text(c["message"]));
+    }
+    const mutation = Mutation.none();
+    for (const item of Array.isArray(c["patch"]) ? c["patch"] : []) {
+      const op = object(item);
+      const path = text(op["path"]);
+      if (op["op"] === "add") {
+        mutation.add(path, op["value"] ?? null);
+      } else if (op["op"] === "replace") {
+        mutation.replace(path, op["value"] ?? null);
+      } else {
+        mutation.remove(path);
+      }
+    }
+    for (const warning of strings(c["warnings"])) {
+      mutation.warning(warning);
+    }
+    if (c["echo"] === true) {
+      const live = call.live === undefined ? "none" : text(object(call.live["metadata"])["name"]);
+      mutation.warning(`${call.implementation} ${call.kind}/${call.name} live=${live}`);
+    }
+    return mutation;
+  }
+
   /** The README's Hook: the outcome and events as for Finalize, status (reserved keys allowed) and echo. */
   async hook(call: HookCall): Promise<HookResponse> {
     const { request } = call;
@@ -277,6 +312,7 @@ interface CasesFile {
     }[];
     hooks: Hook[];
     call_policies: { call: CallPolicy["call"]; deadline_seconds: number | null; failure_policy: string }[];
+    mutations: { group: string; version: string; kind: string }[];
   };
 }
 
@@ -291,9 +327,7 @@ export function info(): PluginInfo {
       base: offer.base,
       implementation: offer.implementation,
       extensions: offer.extensions,
-      children: offer.children.map(
-        (c): ChildKind => ({ apiVersion: c.group === "" ? c.version : `${c.group}/${c.version}`, kind: c.kind }),
-      ),
+      children: offer.children.map((c): ChildKind => ({ apiVersion: apiVersion(c), kind: c.kind })),
     })),
     hooks: plugin.hooks,
     callPolicies: plugin.call_policies.map((p) => ({
@@ -301,5 +335,11 @@ export function info(): PluginInfo {
       ...(p.deadline_seconds === null ? {} : { deadlineSeconds: p.deadline_seconds }),
       ...(p.failure_policy === "FAIL" || p.failure_policy === "IGNORE" ? { failurePolicy: p.failure_policy } : {}),
     })),
+    mutations: plugin.mutations.map((m): MutationKind => ({ apiVersion: apiVersion(m), kind: m.kind })),
   };
+}
+
+/** `<group>/<version>`, or `<version>` for the core group. */
+function apiVersion(kind: { group: string; version: string }): string {
+  return kind.group === "" ? kind.version : `${kind.group}/${kind.version}`;
 }

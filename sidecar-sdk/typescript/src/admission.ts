@@ -144,7 +144,12 @@ export function cut(text: string, limit: number): string {
   return chars.length <= limit ? text : `${chars.slice(0, limit - 1).join("")}…`;
 }
 
-function boundedWarnings(warnings: readonly string[]): string[] {
+/**
+ * At most 16 warnings (the last one kept says how many more there were),
+ * each cut to 256 characters: what the operator passes on (Validate,
+ * Default and Mutate alike).
+ */
+export function boundedWarnings(warnings: readonly string[]): string[] {
   let kept = [...warnings];
   if (kept.length > MAX_WARNINGS) {
     const more = kept.length - (MAX_WARNINGS - 1);
@@ -153,7 +158,8 @@ function boundedWarnings(warnings: readonly string[]): string[] {
   return kept.map((w) => cut(w, MAX_WARNING_CHARS));
 }
 
-function jsonText(value: unknown, what: string): string {
+/** Compact JSON text of `value`; throws {@link InvalidResponseError} naming `what` when JSON cannot carry it. */
+export function jsonText(value: unknown, what: string): string {
   const text = jsonTextOf(value, what);
   if (text === undefined) {
     throw new InvalidResponseError(`${what} cannot be encoded as JSON: got ${typeof value}`);
@@ -248,7 +254,7 @@ export class Validation {
   }
 }
 
-/** One JSON Patch operation (RFC 6902) of a {@link Defaults}. */
+/** One JSON Patch operation (RFC 6902) of a {@link Defaults} or a `Mutation`. */
 export interface PatchOperation {
   readonly op: "add" | "replace" | "remove";
   readonly path: string;

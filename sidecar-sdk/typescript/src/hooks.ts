@@ -81,7 +81,7 @@ export interface Hook {
 }
 
 /** A call of the Plugin service, for {@link CallPolicy}; `HOOK` is every hook of the plugin. */
-export type Call = "RECONCILE" | "FINALIZE" | "VALIDATE" | "DEFAULT" | "HOOK";
+export type Call = "RECONCILE" | "FINALIZE" | "VALIDATE" | "DEFAULT" | "HOOK" | "MUTATE";
 
 /** What admission does when a Validate or Default call fails: refuse the object, or admit it with a warning. */
 export type FailurePolicy = "FAIL" | "IGNORE";
@@ -118,6 +118,7 @@ const CALLS: Record<Call, WireCall> = {
   VALIDATE: WireCall.CALL_VALIDATE,
   DEFAULT: WireCall.CALL_DEFAULT,
   HOOK: WireCall.CALL_HOOK,
+  MUTATE: WireCall.CALL_MUTATE,
 };
 const FAILURE_POLICIES: Record<FailurePolicy, WireFailurePolicy> = {
   FAIL: WireFailurePolicy.FAILURE_POLICY_FAIL,

@@ -60,6 +60,7 @@ export {
 } from "./hooks.js";
 export { type ChildKind, type GroupKind, type Offer, type PluginInfo, validateName } from "./info.js";
 export { describeError, type Logger, type LogLevel, stderrLogger } from "./logger.js";
+export { MutateCall, Mutation, type MutationKind } from "./mutate.js";
 export type { Plugin, Readiness } from "./plugin.js";
 export {
   BACKOFF_FACTOR,

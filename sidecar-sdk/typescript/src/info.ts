@@ -7,6 +7,7 @@
 import { InvalidNameError, StartupError } from "./errors.js";
 import type { GroupVersionKind, Offer as WireOffer } from "./gen/kplug/v1/types.js";
 import type { CallPolicy, Hook } from "./hooks.js";
+import type { MutationKind } from "./mutate.js";
 import { MAX_CHILD_KINDS_PER_OFFER, MAX_NAME_LENGTH } from "./protocol.js";
 
 /** A Kubernetes kind independently of its version; `group` is empty for the core group. */
@@ -78,6 +79,13 @@ export interface PluginInfo {
    * one policy per call, checked at start-up.
    */
   readonly callPolicies?: readonly CallPolicy[];
+  /**
+   * The kinds the plugin patches before the operator applies them
+   * ({@link Plugin.mutate}), e.g. `[{ apiVersion: "apps/v1", kind: "Deployment" }]`;
+   * the plugin must have a `mutate` method, and one that has it must
+   * declare at least one kind. Checked at start-up (at most 16).
+   */
+  readonly mutations?: readonly MutationKind[];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -136,12 +144,12 @@ export function validateOffers(plugin: string, offers: readonly Offer[]): void {
 }
 
 /** Whether `apiVersion` is `<version>` or `<group>/<version>`, neither part empty. */
-function isApiVersion(apiVersion: string): boolean {
+export function isApiVersion(apiVersion: string): boolean {
   const parts = apiVersion.split("/");
   return parts.length <= 2 && parts.every((part) => part !== "");
 }
 
-/** A child kind as the protocol names it: the core group is `""`. */
+/** A child (or mutated) kind as the protocol names it: the core group is `""`. */
 export function wireChildKind(child: ChildKind): GroupVersionKind {
   const slash = child.apiVersion.lastIndexOf("/");
   return {

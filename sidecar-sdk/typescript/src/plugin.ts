@@ -6,6 +6,7 @@
 
 import type { AdmissionRequest, Defaults, Validation } from "./admission.js";
 import type { HookCall, HookResponse } from "./hooks.js";
+import type { MutateCall, Mutation } from "./mutate.js";
 import type { Request } from "./request.js";
 import type { Response } from "./response.js";
 
@@ -20,10 +21,11 @@ export interface Readiness {
 /**
  * A kplug plugin: implement {@link Plugin.reconcile}, and
  * {@link Plugin.finalize}, {@link Plugin.validate}, {@link Plugin.default},
- * {@link Plugin.hook} and {@link Plugin.ready} if needed. Having
- * `finalize`, `validate`, `default` or `hook` is what advertises the
- * FINALIZE, VALIDATE, DEFAULT or HOOKS capability (CHILDREN comes from an
- * offer's `children`); the operator calls only what is advertised.
+ * {@link Plugin.hook}, {@link Plugin.mutate} and {@link Plugin.ready} if
+ * needed. Having `finalize`, `validate`, `default`, `hook` or `mutate` is
+ * what advertises the FINALIZE, VALIDATE, DEFAULT, HOOKS or MUTATE
+ * capability (CHILDREN comes from an offer's `children`); the operator calls
+ * only what is advertised.
  *
  * Several calls can run at once, for different objects: handlers run on the
  * event loop, so use asynchronous I/O (a handler that blocks stops every
@@ -87,6 +89,24 @@ export interface Plugin {
    * becomes `OUTCOME_FAILED` with its message, as for `reconcile`.
    */
   hook?(call: HookCall): HookResponse | Promise<HookResponse>;
+
+  /**
+   * Patch an object of a kind declared in {@link PluginInfo.mutations}
+   * before the operator applies it: a child another plugin desires (when
+   * the operator's `--mutators` allows this plugin for its kind), or an
+   * embedding operator's own object. Return a {@link Mutation}, a JSON
+   * Patch against `call.object` limited to `/spec` and single labels and
+   * annotations.
+   *
+   * The answer must be deterministic, the same call the same patch: the
+   * operator judges drift by the mutated object. Having this method
+   * advertises the MUTATE capability; declaring mutations without it, or
+   * having it without declaring any, is a start-up error. An error thrown
+   * here (a path outside those, too) is answered with a gRPC `INTERNAL`
+   * error carrying `"<name>: <message>"`, and the operator holds the object
+   * until a call succeeds.
+   */
+  mutate?(call: MutateCall): Mutation | Promise<Mutation>;
 
   /**
    * Answer the operator's Probe; while not ready, no work is routed to the

@@ -105,14 +105,17 @@ export const MAX_CHILD_KINDS_PER_OFFER = 16;
 /** The most field errors in one Validate answer; past it, the last one kept says how many more there were. */
 export const MAX_FIELD_ERRORS = 64;
 
-/** The most warnings in one admission answer; past it, the last one kept says how many more there were. */
+/** The most warnings in one Validate, Default or Mutate answer; past it, the last one kept says how many more there were. */
 export const MAX_WARNINGS = 16;
 
 /** The longest warning; a longer one is cut, ending with an ellipsis. */
 export const MAX_WARNING_CHARS = 256;
 
-/** The largest JSON Patch a Default answer may carry, in bytes. */
+/** The largest JSON Patch a Default or Mutate answer may carry, in bytes. */
 export const MAX_PATCH_BYTES = 256 * 1024;
+
+/** The most kinds a plugin may declare it mutates (`kplug_proto::limits::MAX_MUTATIONS`). */
+export const MAX_MUTATIONS = 16;
 
 /** The paths a Default patch may change (each, or anything below it). */
 export const DEFAULT_PATCH_PREFIXES: readonly string[] = Object.freeze([

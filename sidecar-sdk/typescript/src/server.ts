@@ -33,6 +33,7 @@ import {
   SOCKET_DIR_ENV,
 } from "./protocol.js";
 import { validateDeclarations } from "./hooks.js";
+import { validateMutations } from "./mutate.js";
 import { capabilities, declarations, pluginHandlers } from "./service.js";
 import { claimSocket, pluginSocketPath, SocketFile } from "./socket.js";
 
@@ -120,6 +121,7 @@ export class PluginServer {
       info.callPolicies ?? [],
       typeof plugin.hook === "function",
     );
+    validateMutations(info.name, info.mutations ?? [], typeof plugin.mutate === "function");
     this.plugin = plugin;
     this.info = info;
     this.#logger = options.logger ?? stderrLogger();

@@ -12,9 +12,10 @@
  * Validate and Default"): a handler error or an invalid answer is a gRPC
  * `INTERNAL` error carrying its message, and an object that is not JSON
  * `INVALID_ARGUMENT`, so that the failure policy decides (the operator shows
- * the message to the client). A call the plugin does not implement is
- * `UNIMPLEMENTED`, and so is `Mutate`, which this SDK does not implement yet
- * (it never advertises CAPABILITY_MUTATE).
+ * the message to the client). `Mutate` answers alike (docs/protocol.md,
+ * "Mutate"): there is no resource to show a message on, and an error makes
+ * the operator hold the object until a call succeeds, rather than apply it
+ * unmutated. A call the plugin does not implement is `UNIMPLEMENTED`.
  *
  * @module
  */
@@ -44,6 +45,7 @@ import { InvalidRequestError } from "./errors.js";
 import { HookCall, HookResponse, wireCallPolicy, wireHook } from "./hooks.js";
 import { declaresChildren, type PluginInfo, wireOffer } from "./info.js";
 import { describeError, type Logger } from "./logger.js";
+import { MutateCall, Mutation, wireMutation } from "./mutate.js";
 import type { Plugin, Readiness } from "./plugin.js";
 import { PROTOCOL } from "./protocol.js";
 import { Request } from "./request.js";
@@ -54,8 +56,8 @@ import { inHandlerSpan } from "./tracing.js";
  * RECONCILE always; FINALIZE when `info.finalize` says so, or by default
  * when the plugin has a `finalize` method; VALIDATE, DEFAULT and HOOKS when
  * it has `validate`, `default` and `hook`; CHILDREN when an offer declares
- * child kinds (in that order, as every SDK sends them). Never MUTATE: this
- * SDK does not serve `Mutate` yet.
+ * child kinds; MUTATE when it has `mutate` (in that order, as every SDK
+ * sends them).
  */
 export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
   const finalize = info.finalize ?? typeof plugin.finalize === "function";
@@ -65,21 +67,19 @@ export function capabilities(plugin: Plugin, info: PluginInfo): Capability[] {
     [typeof plugin.default === "function", Capability.CAPABILITY_DEFAULT],
     [typeof plugin.hook === "function", Capability.CAPABILITY_HOOKS],
     [declaresChildren(info), Capability.CAPABILITY_CHILDREN],
+    [typeof plugin.mutate === "function", Capability.CAPABILITY_MUTATE],
   ];
   return [Capability.CAPABILITY_RECONCILE, ...optional.filter(([wanted]) => wanted).map(([, c]) => c)];
 }
 
-/**
- * The hooks, call policies and mutations as `GetInfo` and heartbeats carry
- * them. No mutations: this SDK does not serve `Mutate` yet.
- */
+/** The hooks, call policies and mutations as `GetInfo` and heartbeats carry them. */
 export function declarations(
   info: PluginInfo,
 ): Pick<GetInfoResponse, "hooks" | "callPolicies" | "mutations"> {
   return {
     hooks: (info.hooks ?? []).map(wireHook),
     callPolicies: (info.callPolicies ?? []).map(wireCallPolicy),
-    mutations: [],
+    mutations: (info.mutations ?? []).map(wireMutation),
   };
 }
 
@@ -272,8 +272,16 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
         (error: unknown) => callback(null, failedHook(describeError(error))),
       );
     },
-    mutate(_call: ServerUnaryCall<MutateRequest, MutateResponse>, callback: sendUnaryData<MutateResponse>) {
-      callback(unimplemented("Mutate"));
+    mutate(call: ServerUnaryCall<MutateRequest, MutateResponse>, callback: sendUnaryData<MutateResponse>) {
+      const run = plugin.mutate?.bind(plugin);
+      if (run === undefined) {
+        callback(unimplemented("Mutate"));
+        return;
+      }
+      void inHandlerSpan(name, "Mutate", call.metadata, () => mutate(call.request, run)).then(
+        ([error, response]) => callback(error, response),
+        (error: unknown) => callback(grpcError(status.INTERNAL, describeError(error))),
+      );
     },
   };
 
@@ -311,6 +319,35 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
       return [null, encode(answer)];
     } catch (error) {
       logger.error(`plugin ${name}: ${call} of ${request.kind} ${request.name} failed: ${stackOf(error)}`);
+      return [grpcError(status.INTERNAL, describeError(error)), undefined];
+    }
+  }
+
+  /** Decodes, runs the mutator, encodes; bad input is INVALID_ARGUMENT, every failure INTERNAL. */
+  async function mutate(
+    wire: MutateRequest,
+    run: (call: MutateCall) => Mutation | Promise<Mutation>,
+  ): Promise<[Partial<ServiceError> | null, MutateResponse | undefined]> {
+    let call: MutateCall;
+    try {
+      call = MutateCall.decode(wire);
+    } catch (error) {
+      if (!(error instanceof InvalidRequestError)) {
+        throw error;
+      }
+      logger.error(`plugin ${name}: ${error.message}; mutate not called`);
+      return [grpcError(status.INVALID_ARGUMENT, error.message), undefined];
+    }
+    try {
+      const mutation: unknown = await run(call);
+      if (!(mutation instanceof Mutation)) {
+        throw new TypeError(
+          `mutate() must return a Mutation, got ${mutation === null ? "null" : typeof mutation}`,
+        );
+      }
+      return [null, mutation.toMutateResponse()];
+    } catch (error) {
+      logger.error(`plugin ${name}: mutate of ${call.toString()} failed: ${stackOf(error)}`);
       return [grpcError(status.INTERNAL, describeError(error)), undefined];
     }
   }

@@ -30,12 +30,14 @@ const MAIN = join(dirname(fileURLToPath(import.meta.url)), "..", "conformance", 
 interface Case {
   name: string;
   request: {
-    rpc: "GetInfo" | "Probe" | "Reconcile" | "Finalize" | "Validate" | "Default" | "Hook";
+    rpc: "GetInfo" | "Probe" | "Reconcile" | "Finalize" | "Validate" | "Default" | "Hook" | "Mutate";
     implementation?: string;
     operation?: string;
     object?: JsonValue;
     object_raw?: string;
     old_object?: JsonValue;
+    live?: JsonValue;
+    base?: JsonValue;
     extensions?: JsonValue[];
     children?: JsonValue[];
     hook?: string;
@@ -144,6 +146,11 @@ function infoJson(info: proto.GetInfoResponse): JsonValue {
       deadline_seconds: p.deadline === undefined ? null : p.deadline.seconds + p.deadline.nanos / 1e9,
       failure_policy: enumName(proto.FailurePolicy, p.failurePolicy, "FAILURE_POLICY_"),
     })),
+    mutations: info.mutations.map((m) => ({
+      group: m.kind?.group ?? "",
+      version: m.kind?.version ?? "",
+      kind: m.kind?.kind ?? "",
+    })),
   };
 }
 
@@ -181,6 +188,24 @@ async function admissionJson(stub: PluginStub, request: Case["request"]): Promis
     }
     const defaults = await stub.default(wire);
     return { patch: statusJson(defaults.patch, "patch"), warnings: defaults.warnings };
+  } catch (error) {
+    const e = error as ServiceError;
+    return { grpc_code: enumName(grpcStatus, e.code, ""), message: e.details };
+  }
+}
+
+/** A Mutate answer in the cases' shape ({patch, warnings}), or the gRPC error: {grpc_code, message}. */
+async function mutateJson(stub: PluginStub, request: Case["request"]): Promise<Record<string, JsonValue>> {
+  // Absent live or base: empty bytes, which the protocol reads as none.
+  const optional = (value: JsonValue | undefined) => (value === undefined ? Buffer.alloc(0) : encode(value));
+  try {
+    const mutation = await stub.mutate({
+      implementation: request.implementation ?? "",
+      object: objectBytes(request),
+      live: optional(request.live),
+      base: optional(request.base),
+    });
+    return { patch: statusJson(mutation.patch, "patch"), warnings: mutation.warnings };
   } catch (error) {
     const e = error as ServiceError;
     return { grpc_code: enumName(grpcStatus, e.code, ""), message: e.details };
@@ -230,6 +255,8 @@ describe("the shared conformance cases", () => {
         actual = { ready: probe.ready, message: probe.message };
       } else if (request.rpc === "Validate" || request.rpc === "Default") {
         actual = await admissionJson(stub, request);
+      } else if (request.rpc === "Mutate") {
+        actual = await mutateJson(stub, request);
       } else {
         const wire = {
           implementation: request.implementation ?? "",

@@ -142,6 +142,10 @@ export class PluginStub {
   hook(request: proto.HookRequest, timeoutSeconds = 5): Promise<proto.HookResponse> {
     return unary((done) => this.client.hook(request, new Metadata(), within(timeoutSeconds), done));
   }
+
+  mutate(request: proto.MutateRequest, timeoutSeconds = 5): Promise<proto.MutateResponse> {
+    return unary((done) => this.client.mutate(request, new Metadata(), within(timeoutSeconds), done));
+  }
 }
 
 /** What the fake operator learned by dialing a new instance back. */
@@ -242,6 +246,7 @@ export class FakeRegistry {
         proto.Capability.CAPABILITY_DEFAULT,
         proto.Capability.CAPABILITY_HOOKS,
         proto.Capability.CAPABILITY_CHILDREN,
+        proto.Capability.CAPABILITY_MUTATE,
       ],
     };
   }

@@ -323,7 +323,6 @@ describe("the Plugin service", () => {
           ),
         ),
       ],
-      // Not in the SDK yet: never advertised, always UNIMPLEMENTED.
       [
         "Mutate",
         unary((done) =>

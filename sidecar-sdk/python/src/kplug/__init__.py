@@ -37,7 +37,8 @@ from kplug.hooks import (
     HookResponse,
     Phase,
 )
-from kplug.info import ChildKind, GroupKind, Offer, PluginInfo
+from kplug.info import ChildKind, GroupKind, MutationKind, Offer, PluginInfo
+from kplug.mutate import MutateCall, Mutation
 from kplug.plugin import Plugin, Readiness
 from kplug.protocol import PROTOCOL, RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS
 from kplug.request import JsonObject, ObjectRef, Request
@@ -72,6 +73,9 @@ __all__ = [
     "InvalidRequestError",
     "JsonObject",
     "KplugError",
+    "MutateCall",
+    "Mutation",
+    "MutationKind",
     "NotASocketError",
     "ObjectRef",
     "ObjectStatus",

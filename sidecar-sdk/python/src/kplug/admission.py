@@ -144,7 +144,7 @@ class FieldError:
     message: str
 
 
-def _json_text(value: Any, what: str) -> str:
+def json_text(value: Any, what: str) -> str:
     """Compact JSON, non-ASCII characters as they are: the encoding every SDK uses."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -152,7 +152,9 @@ def _json_text(value: Any, what: str) -> str:
         raise ValueError(f"{what} cannot be encoded as JSON: {e}") from e
 
 
-def _bounded_warnings(warnings: list[str]) -> list[str]:
+def bounded_warnings(warnings: list[str]) -> list[str]:
+    """At most 16 warnings (the last one kept says how many more there were), each cut to 256
+    characters: what the operator passes on (Validate, Default and Mutate alike)."""
     if len(warnings) > MAX_WARNINGS:
         more = len(warnings) - (MAX_WARNINGS - 1)
         warnings = [*warnings[: MAX_WARNINGS - 1], f"and {more} more warnings"]
@@ -183,7 +185,7 @@ class Validation:
         JSON text (a string keeps its quotes). A value JSON cannot carry is sent as no value, as
         the Rust SDK does."""
         try:
-            text = _json_text(value, f"the value at {path!r}")
+            text = json_text(value, f"the value at {path!r}")
         except ValueError:
             text = ""
         self.errors.append(FieldError(path, text, message))
@@ -223,7 +225,7 @@ class Validation:
                 )
                 for e in errors
             ],
-            warnings=_bounded_warnings(self.warnings),
+            warnings=bounded_warnings(self.warnings),
         )
 
 
@@ -276,7 +278,7 @@ class Defaults:
             )
         operation: JsonObject = {"op": op, "path": path}
         if has_value:
-            _json_text(value, f"the value of {op} {path!r}")
+            json_text(value, f"the value of {op} {path!r}")
             operation["value"] = value
         self.operations.append(operation)
         return self
@@ -284,7 +286,7 @@ class Defaults:
     def to_proto(self) -> plugin_pb2.DefaultResponse:
         """The wire form; raise ValueError when the patch is larger than the operator takes."""
         patch = (
-            _json_text(self.operations, "the defaults' JSON Patch").encode()
+            json_text(self.operations, "the defaults' JSON Patch").encode()
             if self.operations
             else b""
         )
@@ -293,4 +295,4 @@ class Defaults:
                 f"the defaults' JSON Patch is {len(patch)} bytes; at most {MAX_PATCH_BYTES} are "
                 "accepted"
             )
-        return plugin_pb2.DefaultResponse(patch=patch, warnings=_bounded_warnings(self.warnings))
+        return plugin_pb2.DefaultResponse(patch=patch, warnings=bounded_warnings(self.warnings))

@@ -105,6 +105,7 @@ class Call(enum.Enum):
     DEFAULT = types_pb2.CALL_DEFAULT
     HOOK = types_pb2.CALL_HOOK
     """Every hook of the plugin."""
+    MUTATE = types_pb2.CALL_MUTATE
 
 
 class FailurePolicy(enum.Enum):

@@ -13,13 +13,22 @@ from kplug.protocol import (
     MAX_CALL_POLICIES,
     MAX_CHILD_KINDS_PER_OFFER,
     MAX_HOOKS,
+    MAX_MUTATIONS,
     MAX_NAME_LENGTH,
     PROTOCOL,
     is_dns_label,
     validate_name,
 )
 
-__all__ = ["PROTOCOL", "ChildKind", "GroupKind", "Offer", "PluginInfo", "validate_name"]
+__all__ = [
+    "PROTOCOL",
+    "ChildKind",
+    "GroupKind",
+    "MutationKind",
+    "Offer",
+    "PluginInfo",
+    "validate_name",
+]
 
 
 @dataclass(frozen=True)
@@ -37,13 +46,8 @@ class GroupKind:
 
 
 @dataclass(frozen=True)
-class ChildKind:
-    """A kind of Kubernetes object a plugin manages for each base object (its children), by
-    ``apiVersion`` and kind, as the objects themselves say it: ``ChildKind("apps/v1",
-    "Deployment")``, ``ChildKind("v1", "ConfigMap")``.
-
-    The operator sends and reads the children in this version.
-    """
+class _VersionedKind:
+    """A kind by ``apiVersion`` and kind, as the objects themselves say it."""
 
     api_version: str
     kind: str
@@ -60,6 +64,30 @@ class ChildKind:
 
     def to_proto(self) -> types_pb2.GroupVersionKind:
         return types_pb2.GroupVersionKind(group=self.group, version=self.version, kind=self.kind)
+
+
+@dataclass(frozen=True)
+class ChildKind(_VersionedKind):
+    """A kind of Kubernetes object a plugin manages for each base object (its children), by
+    ``apiVersion`` and kind, as the objects themselves say it: ``ChildKind("apps/v1",
+    "Deployment")``, ``ChildKind("v1", "ConfigMap")``.
+
+    The operator sends and reads the children in this version.
+    """
+
+
+@dataclass(frozen=True)
+class MutationKind(_VersionedKind):
+    """A kind of object the plugin patches before the operator applies it
+    (:meth:`kplug.Plugin.mutate`), by ``apiVersion`` and kind: ``MutationKind("apps/v1",
+    "Deployment")``.
+
+    The operator sends objects of this kind in this version, and only when its admin allows
+    this plugin for the kind (``--mutators <plugin>=apps/v1/Deployment``).
+    """
+
+    def to_mutation_proto(self) -> types_pb2.Mutation:
+        return types_pb2.Mutation(kind=self.to_proto())
 
 
 @dataclass
@@ -105,14 +133,15 @@ class PluginInfo:
     ``finalize`` decides whether the plugin advertises the FINALIZE capability
     (the operator then adds a finalizer and calls ``Plugin.finalize`` before
     deletion). Left at ``None``, it is advertised when the plugin class
-    overrides ``finalize``. (VALIDATE, DEFAULT and HOOKS are advertised exactly when the plugin
-    class overrides ``validate``, ``default`` and ``hook``; CHILDREN exactly when an offer
-    declares child kinds, :attr:`Offer.children`. MUTATE never: this SDK does not serve Mutate
-    yet.)
+    overrides ``finalize``. (VALIDATE, DEFAULT, HOOKS and MUTATE are advertised exactly when the
+    plugin class overrides ``validate``, ``default``, ``hook`` and ``mutate``; CHILDREN exactly
+    when an offer declares child kinds, :attr:`Offer.children`.)
 
     ``hooks`` are the hooks the plugin declares (the plugin must override ``Plugin.hook``);
     ``call_policies`` ask for a deadline, and for admission a failure policy, per call (one per
-    call). Both are checked when the plugin starts, as the operator checks them.
+    call); ``mutations`` are the kinds the plugin patches (the plugin must override
+    ``Plugin.mutate``, and one that does must declare at least one). All are checked when the
+    plugin starts, as the operator checks them.
     """
 
     name: str
@@ -122,6 +151,7 @@ class PluginInfo:
     finalize: bool | None = None
     hooks: list[Hook] = field(default_factory=list)
     call_policies: list[CallPolicy] = field(default_factory=list)
+    mutations: list[MutationKind] = field(default_factory=list)
 
     def hooks_proto(self) -> list[types_pb2.Hook]:
         """The hooks as GetInfo and heartbeats carry them."""
@@ -131,6 +161,10 @@ class PluginInfo:
         """The call policies as GetInfo and heartbeats carry them."""
         return [policy.to_proto() for policy in self.call_policies]
 
+    def mutations_proto(self) -> list[types_pb2.Mutation]:
+        """The mutated kinds as GetInfo and heartbeats carry them."""
+        return [kind.to_mutation_proto() for kind in self.mutations]
+
     def validate(self) -> None:
         """Raise :class:`StartupError` if the operator would refuse this plugin."""
         validate_name(self.name)
@@ -138,11 +172,11 @@ class PluginInfo:
             raise StartupError(
                 f"plugin {self.name!r}: version is empty; set a version, e.g. '1.0.0'"
             )
-        if not self.offers and not self.hooks:
+        if not self.offers and not self.hooks and not self.mutations:
             raise StartupError(
                 f"plugin {self.name!r} offers nothing: add at least one "
                 "Offer(base=GroupKind(group, kind), implementation=...) to PluginInfo.offers "
-                "(or declare hooks)"
+                "(or declare hooks or mutations)"
             )
         for offer in self.offers:
             if not offer.base.kind or not offer.implementation:
@@ -153,6 +187,7 @@ class PluginInfo:
             self._validate_children(offer)
         self._validate_hooks()
         self._validate_call_policies()
+        self._validate_mutations()
 
     def _check_at_most(self, declared: int, what: str, limit: int) -> None:
         """Refuse to start with more than ``limit`` of ``what`` (the operator's own limit)."""
@@ -246,6 +281,22 @@ class PluginInfo:
             raise StartupError(
                 f"plugin {self.name} cannot start: call policy for {what}: {problem}"
             )
+
+    def _validate_mutations(self) -> None:
+        # The operator refuses every heartbeat of a plugin with a mutation it cannot read; this
+        # says so once, at start-up, naming the entry.
+        self._check_at_most(len(self.mutations), "mutations", MAX_MUTATIONS)
+        for kind in self.mutations:
+            if not isinstance(kind, MutationKind):
+                problem = (
+                    f"{kind!r} is not a kplug.MutationKind; use MutationKind(api_version, kind), "
+                    'e.g. MutationKind("apps/v1", "Deployment")'
+                )
+            elif not kind.kind or not _is_api_version(kind.api_version):
+                problem = f'{kind!r} needs an apiVersion ("v1" or "<group>/<version>") and a kind'
+            else:
+                continue
+            raise StartupError(f"plugin {self.name} cannot start: mutation {problem}")
 
 
 def _is_api_version(api_version: str) -> bool:

@@ -13,6 +13,7 @@ from kplug.response import Response
 if TYPE_CHECKING:
     from kplug.admission import AdmissionRequest, Defaults, Validation
     from kplug.hooks import HookCall, HookResponse
+    from kplug.mutate import MutateCall, Mutation
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,10 @@ class Readiness:
 
 class Plugin(abc.ABC):
     """A kplug plugin: override :meth:`reconcile`, and :meth:`finalize`, :meth:`validate`,
-    :meth:`default`, :meth:`hook` and :meth:`ready` if needed. Overriding ``finalize``,
-    ``validate``, ``default`` or ``hook`` is what advertises the FINALIZE, VALIDATE, DEFAULT or
-    HOOKS capability; the operator calls only what is advertised.
+    :meth:`default`, :meth:`hook`, :meth:`mutate` and :meth:`ready` if needed. Overriding
+    ``finalize``, ``validate``, ``default``, ``hook`` or ``mutate`` is what advertises the
+    FINALIZE, VALIDATE, DEFAULT, HOOKS or MUTATE capability; the operator calls only what is
+    advertised.
 
     Handlers may be ``async def`` (run on the event loop) or plain ``def``
     (run in a worker thread, so blocking database drivers are fine). Several
@@ -88,6 +90,21 @@ class Plugin(abc.ABC):
         error.
         """
         raise NotImplementedError("hook")  # never called unless overridden
+
+    def mutate(self, call: MutateCall) -> Mutation | Awaitable[Mutation]:
+        """Patch an object of a kind declared in :attr:`kplug.PluginInfo.mutations` before the
+        operator applies it: a child another plugin desires (when the operator's ``--mutators``
+        allows this plugin for its kind), or an embedding operator's own object. Return a
+        :class:`kplug.Mutation`, a JSON Patch against ``call.object`` limited to ``/spec`` and
+        single labels and annotations.
+
+        The answer must be deterministic, the same call the same patch: the operator judges
+        drift by the mutated object. Overriding it advertises the MUTATE capability; declaring
+        mutations without it, or overriding it without declaring any, is a start-up error. An
+        exception raised here (a path outside those, too) is answered with a gRPC ``INTERNAL``
+        error carrying its message, and the operator holds the object until a call succeeds.
+        """
+        raise NotImplementedError("mutate")  # never called unless overridden
 
     def ready(self) -> Readiness | bool | Awaitable[Readiness | bool]:
         """Answer the operator's Probe; while not ready, no work is routed to the plugin.

@@ -70,16 +70,24 @@ MAX_FIELD_ERRORS = 64
 """The most field errors in one Validate answer; past it, the last says how many more there were."""
 
 MAX_WARNINGS = 16
-"""The most warnings in one admission answer; past it, the last says how many more there were."""
+"""The most warnings in one Validate, Default or Mutate answer; past it, the last says how many
+more there were."""
 
 MAX_WARNING_CHARS = 256
 """The longest warning; a longer one is cut, ending with an ellipsis."""
 
 MAX_PATCH_BYTES = 256 * 1024
-"""The largest JSON Patch a Default answer may carry."""
+"""The largest JSON Patch a Default or Mutate answer may carry."""
 
 DEFAULT_PATCH_PREFIXES = ("/spec", "/metadata/labels", "/metadata/annotations")
 """The paths a Default patch may change (each, or anything below it)."""
+
+MAX_MUTATIONS = 16
+"""The most kinds a plugin may declare it mutates (``kplug_proto::limits::MAX_MUTATIONS``)."""
+
+KPLUG_KEY_PREFIXES = ("/metadata/labels/kplug.io~1", "/metadata/annotations/kplug.io~1")
+"""The kplug.io/ labels and annotations (``~1`` is ``/`` in a JSON Pointer): the operator's own,
+which a mutation may not touch."""
 
 BACKOFF_INITIAL_SECONDS = 0.1
 """The first wait after a failed heartbeat."""
@@ -116,6 +124,17 @@ def default_patch_path_allowed(path: str) -> bool:
     """Whether a Default patch may touch ``path``: one of :data:`DEFAULT_PATCH_PREFIXES`, or a
     path below one of them (``/specification`` is neither)."""
     return any(path == prefix or path.startswith(prefix + "/") for prefix in DEFAULT_PATCH_PREFIXES)
+
+
+def mutation_path_allowed(path: str) -> bool:
+    """Whether a Mutate patch may touch ``path``, as the operator judges it: a Default path
+    (:func:`default_patch_path_allowed`), but never the whole labels or annotations map (kplug's
+    own labels are in it) nor a ``kplug.io/`` key."""
+    return (
+        default_patch_path_allowed(path)
+        and path not in ("/metadata/labels", "/metadata/annotations")
+        and not path.startswith(KPLUG_KEY_PREFIXES)
+    )
 
 
 def cut(text: str, limit: int) -> str:

@@ -64,6 +64,16 @@ class PluginServer:
                 f"plugin {info.name} cannot start: it declares hooks but does not implement "
                 "Plugin.hook"
             )
+        if info.mutations and not overrides(plugin, "mutate"):
+            raise StartupError(
+                f"plugin {info.name} cannot start: it declares mutations but does not implement "
+                "Plugin.mutate"
+            )
+        if overrides(plugin, "mutate") and not info.mutations:
+            raise StartupError(
+                f"plugin {info.name} cannot start: it implements Plugin.mutate but declares no "
+                "kind to mutate (PluginInfo.mutations)"
+            )
         self.plugin = plugin
         self.info = info
         self.socket_dir = Path(socket_dir or os.environ.get(SOCKET_DIR_ENV) or DEFAULT_SOCKET_DIR)
@@ -83,6 +93,7 @@ class PluginServer:
                 capabilities=capabilities(plugin, info),
                 hooks=info.hooks_proto(),
                 call_policies=info.call_policies_proto(),
+                mutations=info.mutations_proto(),
             ),
             _interval(info.name, heartbeat_interval),
         )

@@ -8,8 +8,10 @@ error would only be retried.
 Validate and Default are the exception (docs/protocol.md, "Admission: Validate and Default"):
 a handler exception or an invalid answer is a gRPC ``INTERNAL`` error with its message, and an
 object that is not JSON ``INVALID_ARGUMENT``, so that the failure policy decides; the operator
-shows the message to the client. A call the plugin does not implement is ``UNIMPLEMENTED``, and
-so is Mutate, which this SDK does not implement yet (it never advertises CAPABILITY_MUTATE).
+shows the message to the client. Mutate answers alike (docs/protocol.md, "Mutate"): there is no
+resource to show a message on, and an error makes the operator hold the object until a call
+succeeds, rather than apply it unmutated. A call the plugin does not implement is
+``UNIMPLEMENTED``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kplug.admission import AdmissionRequest, Defaults, Validation
 from kplug.errors import InvalidRequestError
 from kplug.hooks import HookCall, HookResponse
 from kplug.info import PROTOCOL, PluginInfo
+from kplug.mutate import MutateCall, Mutation
 from kplug.plugin import Plugin, Readiness, overrides, overrides_finalize
 from kplug.request import Request
 from kplug.response import Response
@@ -40,8 +43,8 @@ T = TypeVar("T")
 def capabilities(plugin: Plugin, info: PluginInfo) -> list[types_pb2.Capability]:
     """RECONCILE always; FINALIZE when asked for, or when the plugin overrides finalize;
     VALIDATE, DEFAULT and HOOKS when it overrides validate, default and hook; CHILDREN when an
-    offer declares child kinds (in that order, as every SDK sends them). Never MUTATE: this SDK
-    does not serve Mutate yet."""
+    offer declares child kinds; MUTATE when it overrides mutate (in that order, as every SDK
+    sends them)."""
     finalize = overrides_finalize(plugin) if info.finalize is None else info.finalize
     optional = [
         (finalize, types_pb2.CAPABILITY_FINALIZE),
@@ -49,6 +52,7 @@ def capabilities(plugin: Plugin, info: PluginInfo) -> list[types_pb2.Capability]
         (overrides(plugin, "default"), types_pb2.CAPABILITY_DEFAULT),
         (overrides(plugin, "hook"), types_pb2.CAPABILITY_HOOKS),
         (any(offer.children for offer in info.offers), types_pb2.CAPABILITY_CHILDREN),
+        (overrides(plugin, "mutate"), types_pb2.CAPABILITY_MUTATE),
     ]
     return [types_pb2.CAPABILITY_RECONCILE] + [c for wanted, c in optional if wanted]
 
@@ -95,6 +99,7 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
             description=self._info.description,
             hooks=self._info.hooks_proto(),
             call_policies=self._info.call_policies_proto(),
+            mutations=self._info.mutations_proto(),
         )
 
     async def Probe(  # noqa: N802
@@ -222,10 +227,28 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     async def Mutate(  # noqa: N802
         self, request: plugin_pb2.MutateRequest, context: grpc.aio.ServicerContext
     ) -> plugin_pb2.MutateResponse:
-        # Not the generated servicer's default: that one raises, which grpc logs as a handler
-        # error; this answers UNIMPLEMENTED with the same message as an unimplemented Hook.
-        await self._unimplemented(context, "Mutate")
-        raise AssertionError("unreachable: abort raises")
+        if not overrides(self._plugin, "mutate"):
+            await self._unimplemented(context, "Mutate")
+        with tracing.handler_span(self._info.name, "Mutate", context.invocation_metadata()):
+            try:
+                call = MutateCall.decode(request)
+            except InvalidRequestError as e:
+                logger.error("plugin %s: %s; mutate not called", self._info.name, e)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+                raise  # abort raises; this keeps type checkers informed
+            problem: str | None = None
+            try:
+                mutation = await call_handler(self._plugin.mutate, call)
+                if not isinstance(mutation, Mutation):
+                    raise TypeError(
+                        f"mutate() must return a kplug.Mutation, got {type(mutation).__name__}"
+                    )
+                return mutation.to_proto()
+            except Exception as e:
+                logger.exception("plugin %s: mutate of %s failed", self._info.name, call)
+                problem = describe_exception(e)
+            await context.abort(grpc.StatusCode.INTERNAL, problem)
+            raise AssertionError("unreachable: abort raises")
 
     async def _admit(
         self,
