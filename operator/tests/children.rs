@@ -902,7 +902,7 @@ impl Plugin for Backup {
         };
         Ok(tonic::Response::new(MutateResponse {
             patch: serde_json::to_vec(&patch).unwrap(),
-            warnings: Vec::new(),
+            warnings: vec!["the backup annotation is set".into()],
         }))
     }
 }
@@ -990,6 +990,17 @@ async fn a_mutator_patches_children_holds_them_while_down_and_never_loops() {
     )
     .await;
     w.ready_on("m", "Keeper", T).await;
+    // Its warning is on the base.
+    w.until_events("m", "the mutator's warning", |events| {
+        events.iter().any(|(type_, reason, note)| {
+            type_ == "Warning"
+                && reason == "MutatorWarning"
+                && note.contains(
+                    "mutator backup on ConfigMap m-settings: the backup annotation is set",
+                )
+        })
+    })
+    .await;
 
     // A second reconcile with nothing changed writes nothing to the child:
     // no request at all (an apply that changes nothing is still one).

@@ -75,8 +75,9 @@ impl Mutators {
 /// What the mutators made of a child.
 #[derive(Debug)]
 pub(crate) enum Mutated {
-    /// The object to apply.
-    Object(Map<String, Value>),
+    /// The object to apply, and the mutators' warnings (`<mutator>:
+    /// <warning>`).
+    Object(Map<String, Value>, Vec<String>),
     /// Not applied now: a mutator is missing or failed (why, naming it).
     Held(String),
     /// A mutator's patch breaks the rules (why, naming it).
@@ -97,6 +98,7 @@ pub(crate) struct Mutation<'a> {
 pub(crate) async fn mutate(m: Mutation<'_>, mut object: Map<String, Value>) -> Mutated {
     // Serializing a DynamicObject cannot fail.
     let json = |o: &DynamicObject| serde_json::to_vec(o).unwrap_or_default();
+    let mut warnings = Vec::new();
     for plugin in m.mutators {
         let Some(instance) = m.registry.get(plugin).filter(|i| i.is_ready()) else {
             return Mutated::Held(format!(
@@ -124,7 +126,11 @@ pub(crate) async fn mutate(m: Mutation<'_>, mut object: Map<String, Value>) -> M
             .iter()
             .take(kplug_proto::limits::MAX_WARNINGS)
         {
-            tracing::info!(mutator = plugin, child = %m.key, warning, "mutator warning");
+            warnings.push(format!(
+                "mutator {plugin} on {}: {}",
+                m.key,
+                kplug_proto::limits::truncate_message(warning)
+            ));
         }
         let patch = match decode(&answer.patch) {
             Ok(patch) => patch,
@@ -145,7 +151,7 @@ pub(crate) async fn mutate(m: Mutation<'_>, mut object: Map<String, Value>) -> M
             }
         };
     }
-    Mutated::Object(object)
+    Mutated::Object(object, warnings)
 }
 
 /// Decodes a `MutateResponse.patch` and checks its paths (empty: none).

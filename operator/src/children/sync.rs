@@ -48,6 +48,8 @@ pub(crate) struct Report {
     pub(crate) refused: Vec<String>,
     /// Children held for a mutator, each `<child>: <why>`.
     pub(crate) held: Vec<String>,
+    /// The mutators' warnings, for the base's Events.
+    pub(crate) warnings: Vec<String>,
     /// The API server's refusal of an apply or a delete.
     pub(crate) failed: Option<String>,
 }
@@ -98,7 +100,10 @@ impl Children {
                     report.refused.push(format!("{}: {rule}", intent.key));
                     state(&sync, intent, "Refused", Some(rule))
                 }
-                None => match self.apply(&sync, intent, observed.get(&intent.key)).await {
+                None => match self
+                    .apply(&sync, intent, observed.get(&intent.key), &mut report)
+                    .await
+                {
                     Ok(Applied::Done) => state(&sync, intent, "Applied", None),
                     Ok(Applied::Deleting) => state(&sync, intent, "Deleting", None),
                     Ok(Applied::Refused(rule)) => {
@@ -212,6 +217,7 @@ impl Children {
         sync: &Sync<'_>,
         intent: &Intent,
         cached: Option<&Child>,
+        report: &mut Report,
     ) -> Result<Applied, String> {
         let Some(ar) = self.watched(&intent.key) else {
             return Err(format!("{}: kind not watched", intent.key));
@@ -248,7 +254,10 @@ impl Children {
                 implementation: sync.implementation,
             };
             body = match mutate(mutation, body).await {
-                Mutated::Object(object) => object,
+                Mutated::Object(object, warnings) => {
+                    report.warnings.extend(warnings);
+                    object
+                }
                 Mutated::Held(why) => return Ok(Applied::Held(why)),
                 Mutated::Refused(rule) => return Ok(Applied::Refused(rule)),
             };

@@ -4,6 +4,7 @@
 
 use kplug_proto::v1;
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 use serde_json::{Value, json};
 
 use super::super::outcome::ChildProblem;
@@ -71,6 +72,19 @@ pub(super) async fn sync<B: Backend>(
             prune_others: core.settings.selection == super::SelectionMode::Preferred,
         })
         .await;
+    // A mutator's warnings are for the people who own the base.
+    for warning in &report.warnings {
+        let note = warning.clone();
+        super::event(
+            core,
+            obj,
+            EventType::Warning,
+            "MutatorWarning",
+            "ApplyChildren",
+            note,
+        )
+        .await;
+    }
     let outcome = if let Some(message) = report.failed {
         Outcome::Children {
             plugin,
