@@ -482,18 +482,20 @@ chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and l
 #     KPLUG_BENCH_SDKS=go,typescript KPLUG_BENCH_CALLS=1000 make bench-polyglot
 # - P2-P4, end to end (kplug-bench, bench/): converging BENCH_TABLES tables
 #   against an in-process kube-rs controller, reacting to a plugin's start,
-#   SIGKILL and restart, and the operator's footprint over BENCH_FOOTPRINT
-#   tables and extensions against a bare reflector, on a control plane of
-#   its own. `kplug-bench run --help` says what is measured how.
+#   SIGKILL and restart, the operator's footprint over BENCH_FOOTPRINT
+#   tables and extensions against a bare reflector, and (P5) over
+#   BENCH_CHILDREN tables with three ConfigMap children each, with the
+#   writes a restart makes to them, each on a control plane of its own. `kplug-bench run --help` says what is measured how.
 # roundtrip: the Rust SDK vs bare tonic in one process (criterion), apart.
 BENCH_TABLES ?= 2000
 BENCH_ROUNDS ?= 2
-BENCH_PARTS ?= p2,p3,p4
+BENCH_PARTS ?= p2,p3,p4,p5
 BENCH_WAITING ?= 1000
 BENCH_FOOTPRINT ?= 10000
+BENCH_CHILDREN ?= 1000
 
 .PHONY: bench
-bench: bench-polyglot bench-end-to-end ## kplug vs bare gRPC servers, an in-process kube-rs controller and a bare reflector (P1-P4), one table in target/bench/report.md
+bench: bench-polyglot bench-end-to-end ## kplug vs bare gRPC servers, an in-process kube-rs controller and a bare reflector (P1-P5), one table in target/bench/report.md
 
 .PHONY: bench-roundtrip
 bench-roundtrip: ## the Rust SDK vs bare tonic in one process (criterion)
@@ -504,10 +506,11 @@ bench-polyglot: bench-servers ## P1: every SDK vs its bare gRPC library, each a 
 	$(CARGO) bench -p kplug-sidecar --bench polyglot
 
 .PHONY: bench-end-to-end
-bench-end-to-end: testenv ## P2-P4 (then the whole table, with P1's rows if bench-polyglot ran): kplug end to end against its baselines on a real API server
+bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if bench-polyglot ran): kplug end to end against its baselines on a real API server
 	$(CARGO) build --release -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
 	$(TARGET_DIR)/release/kplug-bench run --tables $(BENCH_TABLES) --rounds $(BENCH_ROUNDS) \
-	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) --parts $(BENCH_PARTS) \
+	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) --children $(BENCH_CHILDREN) \
+	  --parts $(BENCH_PARTS) \
 	  $(if $(wildcard $(TARGET_DIR)/bench/polyglot.md),--p1 $(TARGET_DIR)/bench/polyglot.md)
 
 # The benchmarks once at tiny sizes, in the test profile, as tests (about
@@ -525,7 +528,7 @@ test-bench: build bench-servers testenv databases ## the benchmarks once at tiny
 	$(DB_ENV); export KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
 	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md; \
 	  CARGO=$(CARGO) python3 dev/test-binaries.py --only kplug-sidecar/polyglot -- --bench
-	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 \
+	$(TARGET_DIR)/debug/kplug-bench run --tables 20 --rounds 1 --waiting 20 --footprint 20 --children 20 \
 	  --p1 $(TARGET_DIR)/bench/smoke/polyglot.md --out $(TARGET_DIR)/bench/smoke/report.md
 
 # The Go servers as binaries in $(TARGET_DIR)/bench/go, the TypeScript ones

@@ -17,6 +17,20 @@ pub(crate) struct Requests {
 }
 
 impl Requests {
+    /// The writes (create, update, patch, delete) to `resource` made since
+    /// `before`.
+    pub(crate) fn writes_since(&self, before: &Self, resource: &str) -> u64 {
+        self.served
+            .iter()
+            .filter(|(key, _)| {
+                let (verb, of) = key.split_once(' ').unwrap_or((key.as_str(), ""));
+                let of = of.split('/').next().unwrap_or_default();
+                of == resource && matches!(verb, "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE")
+            })
+            .map(|(key, n)| n.saturating_sub(before.served.get(key).copied().unwrap_or(0)))
+            .sum()
+    }
+
     /// The requests made since `before`, one line per verb and resource,
     /// most first (the benchmark keeps it next to the logs). A request
     /// counts once it has ended (`apiserver_request_total`), and so does a

@@ -14,6 +14,8 @@
 //! - **P4, footprint**: the operator's RSS and CPU with many bases and
 //!   extensions, against a bare kube-rs reflector ([`reflector`]) of the
 //!   same objects.
+//! - **P5, children**: the same with three ConfigMap children per base
+//!   ([`children_plugin`]), and the requests of a restart over them.
 //!
 //! `kplug-bench run` starts its own control plane (`make testenv`), the
 //! operator, the plugin and the baselines as processes of their own, prints
@@ -22,6 +24,7 @@
 
 mod apiserver;
 mod baseline;
+mod children_plugin;
 mod objects;
 mod processes;
 mod reflector;
@@ -46,9 +49,12 @@ enum Command {
     /// The P2 baseline: an in-process kube-rs controller for
     /// `DatabaseTable`s, calling the SQLite plugin's code directly.
     Baseline(baseline::Args),
-    /// The P4 baseline: a bare kube-rs reflector of the tables and their
-    /// SQLite extensions; prints `synced <objects>` once both lists are in.
+    /// The P4 and P5 baseline: a bare kube-rs reflector of the tables and
+    /// their SQLite extensions (and, for P5, their ConfigMaps); prints
+    /// `synced <objects>` once the lists are in.
     Reflector(reflector::Args),
+    /// P5's plugin: the SQLite plugin desiring three ConfigMaps per table.
+    ChildrenPlugin(children_plugin::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +75,6 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Baseline(args) => runtime.block_on(baseline::run(args)),
         Command::Reflector(args) => runtime.block_on(reflector::run(args)),
+        Command::ChildrenPlugin(args) => runtime.block_on(children_plugin::run(args)),
     }
 }

@@ -112,6 +112,16 @@ impl Setup {
     /// `sockets`, as the walkthrough runs it (one replica: leader election
     /// stays on, as in a Deployment).
     pub(crate) fn operator(&self, ns: &str, sockets: &Path) -> anyhow::Result<Operator> {
+        self.operator_with(ns, sockets, &[])
+    }
+
+    /// [`Self::operator`] with more flags (`args`).
+    pub(crate) fn operator_with(
+        &self,
+        ns: &str,
+        sockets: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<Operator> {
         let port = free_port()?;
         let mut command = Command::new(kplug_testenv::workspace_binary("kplug-operator"));
         command
@@ -122,6 +132,7 @@ impl Setup {
         for kind in EXTENSION_KINDS {
             command.args(["--extension-kind", kind]);
         }
+        command.args(args);
         command
             .env("KUBECONFIG", &self.kubeconfig)
             .env("RUST_LOG", log_filter())
@@ -152,6 +163,24 @@ impl Setup {
         Process::spawn(command, &format!("sqlite-plugin-{run}"), &self.logs)
     }
 
+    /// Starts this program's `children-plugin` (P5) on `operator`'s socket
+    /// dir, its databases in `data`.
+    pub(crate) fn children_plugin(
+        &self,
+        operator: &Operator,
+        data: &Path,
+        run: &str,
+    ) -> anyhow::Result<Process> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("children-plugin")
+            .arg("--data-dir")
+            .arg(data)
+            .env("KPLUG_SOCKET_DIR", &operator.sockets)
+            .env("RUST_LOG", log_filter());
+        Process::spawn(command, &format!("children-plugin-{run}"), &self.logs)
+    }
+
     /// Starts this program's `baseline` controller for the tables of `ns`.
     pub(crate) fn baseline(&self, ns: &str, data: &Path) -> anyhow::Result<Process> {
         let mut command = Command::new(std::env::current_exe()?);
@@ -169,6 +198,7 @@ impl Setup {
         ns: &str,
         objects: usize,
         synced: &Path,
+        children: bool,
     ) -> anyhow::Result<Process> {
         let mut command = Command::new(std::env::current_exe()?);
         command
@@ -177,6 +207,9 @@ impl Setup {
             .arg("--synced-file")
             .arg(synced)
             .env("KUBECONFIG", &self.kubeconfig);
+        if children {
+            command.arg("--children");
+        }
         Process::spawn(command, &format!("reflector-{ns}"), &self.logs)
     }
 }

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -24,6 +25,10 @@ pub(crate) struct Args {
     /// Written (`synced <objects>`) once the stores hold `--objects`.
     #[arg(long)]
     synced_file: PathBuf,
+    /// Also the ConfigMaps labelled `kplug.io/base-uid`: the tables'
+    /// children (P5), as the operator's child watch lists them.
+    #[arg(long)]
+    children: bool,
 }
 
 /// Reflects until the process is stopped.
@@ -31,12 +36,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await?;
     let mut stores = Vec::new();
     let mut watches = Vec::new();
-    for ar in [table_resource(), extension_resource()] {
+    let mut kinds = vec![
+        (table_resource(), watcher::Config::default()),
+        (extension_resource(), watcher::Config::default()),
+    ];
+    if args.children {
+        let config_maps = ApiResource::erase::<ConfigMap>(&());
+        kinds.push((
+            config_maps,
+            watcher::Config::default().labels("kplug.io/base-uid"),
+        ));
+    }
+    for (ar, config) in kinds {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &args.namespace, &ar);
         let writer = Writer::new(ar);
         stores.push(writer.as_reader());
         watches.push(
-            watcher(api, watcher::Config::default())
+            watcher(api, config)
                 .default_backoff()
                 .reflect(writer)
                 .boxed(),

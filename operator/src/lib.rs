@@ -97,7 +97,7 @@ mod written;
 
 pub use admission::{ClientConfig, FailurePolicy, NoPlugin, WebhookConfig};
 pub use children::{BASE_UID_LABEL, ChildKind, ChildKinds, Mutators, PLUGIN_LABEL};
-pub use delegate::{Delegate, DelegateBuilder};
+pub use delegate::{Delegate, DelegateBuilder, MutateError};
 pub use extensions::AllowList;
 pub use initial_list::InitialList;
 pub use leader::LeaderElection;

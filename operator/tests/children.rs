@@ -910,7 +910,15 @@ impl Plugin for Backup {
 /// Serves the mutator and heartbeats for it until the returned tasks are
 /// aborted.
 async fn backup(w: &World) -> Vec<tokio::task::JoinHandle<()>> {
-    let socket = w.sockets.path().join("plugins/backup.sock");
+    let tasks = backup_in(w.sockets.path()).await;
+    w.until_plugin_up("backup", T).await;
+    tasks
+}
+
+/// Serves the mutator in the socket dir `sockets`, heartbeating to its
+/// registry.
+async fn backup_in(sockets: &std::path::Path) -> Vec<tokio::task::JoinHandle<()>> {
+    let socket = sockets.join("plugins/backup.sock");
     let _ = std::fs::remove_file(&socket);
     let listener = kplug_proto::socket::bind(&socket).await.unwrap();
     let server = tokio::spawn(async move {
@@ -919,7 +927,7 @@ async fn backup(w: &World) -> Vec<tokio::task::JoinHandle<()>> {
             .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
             .await;
     });
-    let registry_socket = w.sockets.path().join("registry.sock");
+    let registry_socket = sockets.join("registry.sock");
     let heartbeats = tokio::spawn(async move {
         let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
         loop {
@@ -927,7 +935,6 @@ async fn backup(w: &World) -> Vec<tokio::task::JoinHandle<()>> {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
-    w.until_plugin_up("backup", T).await;
     vec![server, heartbeats]
 }
 
@@ -1202,4 +1209,64 @@ async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows()
     })
     .await;
     assert!(calls(&seen) > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedding_operator_passes_its_own_objects_through_the_mutators() {
+    use kplug_operator::{Delegate, MutateError, Mutators, Registry, RegistryConfig};
+    let client = kplug_testenv::client().await;
+    kplug_testenv::install_crd_yaml(&client, CRDS)
+        .await
+        .unwrap();
+    let sockets = tempfile::tempdir().unwrap();
+    let mut metrics = prometheus_client::registry::Registry::default();
+    let registry = Registry::new(
+        RegistryConfig {
+            socket_dir: sockets.path().to_owned(),
+            ..RegistryConfig::default()
+        },
+        &mut metrics,
+    );
+    let kplug =
+        Delegate::<kube::api::DynamicObject>::builder_with(client, &registry, table_resource())
+            .mutators(Mutators::new(
+                Mutators::parse("backup=v1/ConfigMap").unwrap(),
+            ))
+            .build()
+            .await
+            .unwrap();
+    tokio::spawn(registry.serve(std::future::pending()));
+    let mine: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "mine", "namespace": "default", "annotations": {}},
+        "data": {"k": "v"},
+    }))
+    .unwrap();
+    // No mutator yet: held, nothing to write.
+    match kplug.mutate(&mine, None, None).await {
+        Err(MutateError::Held(why)) => assert!(why.contains("mutator backup"), "{why}"),
+        other => panic!("expected held, got {other:?}"),
+    }
+    let _backup = backup_in(sockets.path()).await;
+    let patched = kplug_testenv::eventually("the mutator patches my object", T, || async {
+        kplug
+            .mutate(&mine, None, None)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(
+        patched
+            .annotations()
+            .get("backup.example/enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(patched.data, mine.data);
+    // A kind no mutator is allowed for comes back as it is.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
+    }))
+    .unwrap();
+    assert_eq!(kplug.mutate(&secret, None, None).await.unwrap(), secret);
 }

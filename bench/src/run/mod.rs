@@ -5,6 +5,7 @@
 mod p2;
 mod p3;
 mod p4;
+mod p5;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,6 +45,10 @@ pub(crate) struct Args {
     /// bare reflector.
     #[arg(long, default_value_t = 10000)]
     footprint: usize,
+    /// P5: tables (each with an extension and three ConfigMap children)
+    /// held by the operator and by the bare reflector.
+    #[arg(long, default_value_t = 1000)]
+    children: usize,
     /// Where the table goes. Default: `<target dir>/bench/report.md`.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -53,7 +58,7 @@ pub(crate) struct Args {
     p1: Option<PathBuf>,
     /// The parts to run (e.g. `--parts p3` while working on P3); the table
     /// has only their rows.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "p2,p3,p4")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "p2,p3,p4,p5")]
     parts: Vec<Part>,
 }
 
@@ -66,13 +71,19 @@ pub(crate) enum Part {
     P3,
     /// The operator's start over converged tables, and its footprint.
     P4,
+    /// The footprint with children, and a restart over them.
+    P5,
 }
 
 /// Runs every part and writes the table.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.tables > 0 && args.waiting > 0 && args.footprint > 0 && args.rounds > 0,
-        "--tables, --waiting, --footprint and --rounds must be at least 1"
+        args.tables > 0
+            && args.waiting > 0
+            && args.footprint > 0
+            && args.children > 0
+            && args.rounds > 0,
+        "--tables, --waiting, --footprint, --children and --rounds must be at least 1"
     );
     let out = args
         .out
@@ -94,6 +105,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.parts.contains(&Part::P4) {
         rows.extend(Bench::start(&work).await?.footprint(args.footprint).await?);
+    }
+    if args.parts.contains(&Part::P5) {
+        rows.extend(Bench::start(&work).await?.children(args.children).await?);
     }
     let table = report::markdown(&caption(&args), &rows);
     println!("{table}");
@@ -140,12 +154,18 @@ fn caption(args: &Args) -> String {
          reflector`) once it holds them all plus {settle} s; then each for {rest} s at rest. \
          P4's API requests are counted over the same window, the same way. Every API request \
          count is `apiserver_request_total` (a request counts when it ends) plus the watches \
-         opened and still open (`apiserver_longrunning_requests`): a streaming list is one WATCH.",
+         opened and still open (`apiserver_longrunning_requests`): a streaming list is one WATCH. \
+         P5: {children} tables, each with an extension and three ConfigMap children the plugin \
+         (`kplug-bench children-plugin`) desires, converged with `--child-kinds v1/ConfigMap`; \
+         the operator restarted over them as in P4, against a bare reflector of the tables, \
+         extensions and labelled ConfigMaps; the writes to ConfigMaps are counted from \
+         `apiserver_request_total` over the restart.",
         std::thread::available_parallelism().map_or(0, usize::from),
         tables = args.tables,
         rounds = args.rounds,
         waiting = args.waiting,
         footprint = args.footprint,
+        children = args.children,
         rest = AT_REST.as_secs(),
         settle = SETTLE.as_secs(),
         build = if cfg!(debug_assertions) {

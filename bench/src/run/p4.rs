@@ -12,14 +12,16 @@ use crate::objects::{self, Watch};
 use crate::processes::Usage;
 use crate::report::{Figure, Goal, Row};
 
-/// What one side of P4 measured.
-struct Footprint {
+/// What one side of P4 (or P5) measured.
+pub(super) struct Footprint {
     /// From its start until caught up.
-    usage: Usage,
+    pub(super) usage: Usage,
     /// API requests over the same window.
-    requests: u64,
+    pub(super) requests: u64,
     /// CPU time over [`AT_REST`] afterwards.
-    at_rest: Duration,
+    pub(super) at_rest: Duration,
+    /// Writes to ConfigMaps over the same window (P5's children).
+    pub(super) child_writes: u64,
 }
 
 impl Bench {
@@ -36,23 +38,29 @@ impl Bench {
             .until(n, objects::is_ready, "Ready", converge_timeout(n))
             .await?;
         operator.stop(&self.work).await?;
-        let bare = self.bare_reflector(&ns, n).await?;
-        let kplug = self.operator_restarted(&ns, sockets.path()).await?;
+        let bare = self.bare_reflector(&ns, 2 * n, false).await?;
+        let kplug = self.operator_restarted(&ns, sockets.path(), &[]).await?;
         plugin.stop().await?;
         self.stop().await?;
         Ok(rows(n, &kplug, &bare))
     }
 
-    /// The bare reflector over the `n` tables and `n` extensions of `ns`.
-    async fn bare_reflector(&self, ns: &str, n: usize) -> anyhow::Result<Footprint> {
-        progress("P4: the bare reflector");
+    /// The bare reflector over the tables and extensions of `ns` (and with
+    /// `children`, their ConfigMaps): `objects` in all.
+    pub(super) async fn bare_reflector(
+        &self,
+        ns: &str,
+        objects: usize,
+        children: bool,
+    ) -> anyhow::Result<Footprint> {
+        progress("the bare reflector");
         let requests_before = apiserver::requests(&self.client).await?;
-        let synced = self.work.join("reflector.synced");
-        let reflector = self.setup.reflector(ns, 2 * n, &synced)?;
-        let deadline = Instant::now() + converge_timeout(n);
+        let synced = self.work.join(format!("reflector-{ns}.synced"));
+        let reflector = self.setup.reflector(ns, objects, &synced, children)?;
+        let deadline = Instant::now() + converge_timeout(objects);
         while !synced.exists() {
             if Instant::now() > deadline {
-                bail!("the reflector did not hold {} objects in time", 2 * n);
+                bail!("the reflector did not hold {objects} objects in time");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -68,20 +76,29 @@ impl Bench {
             usage,
             requests,
             at_rest,
+            child_writes: 0,
         })
     }
 
-    /// The operator started again over the converged objects of `ns` (its
-    /// plugin still running), once caught up.
-    async fn operator_restarted(&self, ns: &str, sockets: &Path) -> anyhow::Result<Footprint> {
-        progress("P4: the operator, restarted over them");
+    /// The operator (with `args`) started again over the converged objects
+    /// of `ns` (its plugin still running), once caught up.
+    pub(super) async fn operator_restarted(
+        &self,
+        ns: &str,
+        sockets: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<Footprint> {
+        progress("the operator, restarted over them");
         let requests_before = apiserver::requests(&self.client).await?;
-        let operator = self.setup.operator(ns, sockets)?;
+        let operator = self.setup.operator_with(ns, sockets, args)?;
         until_listed(&operator, true).await?;
         let caught_up = until_quiet(&operator).await?;
-        progress(&format!("P4: the operator caught up in {caught_up:?}"));
+        progress(&format!("the operator caught up in {caught_up:?}"));
         let usage = operator.process.usage()?;
         let requests = self.requests_since(&requests_before, ns, "restart").await?;
+        let child_writes = apiserver::requests(&self.client)
+            .await?
+            .writes_since(&requests_before, "configmaps");
         tokio::time::sleep(AT_REST).await;
         let at_rest = operator.process.usage()?.cpu - usage.cpu;
         operator.stop(&self.work).await?;
@@ -89,6 +106,7 @@ impl Bench {
             usage,
             requests,
             at_rest,
+            child_writes,
         })
     }
 }

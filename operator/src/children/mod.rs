@@ -49,6 +49,7 @@ mod sync;
 
 pub use allow::{ChildKind, ChildKinds};
 pub use mutate::Mutators;
+pub(crate) use mutate::{Mutated, Mutation, mutate};
 pub(crate) use observed::Wake;
 pub(crate) use sync::{ChildState, Sync};
 

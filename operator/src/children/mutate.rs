@@ -90,7 +90,7 @@ pub(crate) struct Mutation<'a> {
     pub(crate) mutators: Vec<&'a str>,
     pub(crate) key: &'a ChildKey,
     pub(crate) live: Option<&'a DynamicObject>,
-    pub(crate) base: &'a DynamicObject,
+    pub(crate) base: Option<&'a DynamicObject>,
     pub(crate) implementation: &'a str,
 }
 
@@ -114,7 +114,7 @@ pub(crate) async fn mutate(m: Mutation<'_>, mut object: Map<String, Value>) -> M
         let request = MutateRequest {
             object: serde_json::to_vec(&object).unwrap_or_default(),
             live: m.live.map(json).unwrap_or_default(),
-            base: json(m.base),
+            base: m.base.map(json).unwrap_or_default(),
             implementation: m.implementation.to_owned(),
         };
         let answer = match instance.mutate(request).await {

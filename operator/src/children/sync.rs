@@ -250,7 +250,7 @@ impl Children {
                 mutators,
                 key: &intent.key,
                 live: live.as_ref(),
-                base: sync.base,
+                base: Some(sync.base),
                 implementation: sync.implementation,
             };
             body = match mutate(mutation, body).await {

@@ -167,7 +167,7 @@ where
                 &self.client,
                 &target.api_resource,
                 self.child_kinds,
-                (self.mutators, self.registry.clone()),
+                (self.mutators.clone(), self.registry.clone()),
                 self.namespace.clone(),
             )
             .await?;
@@ -218,6 +218,7 @@ where
             wake,
             woken: Arc::new(tokio::sync::Mutex::new(woken)),
             registry: self.registry,
+            mutators: self.mutators,
         })
     }
 }

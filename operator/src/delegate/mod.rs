@@ -17,6 +17,7 @@ mod builder;
 
 pub use builder::DelegateBuilder;
 
+use crate::children::{Mutated, Mutation, Mutators, mutate};
 use crate::metrics::ReadyCounts;
 use crate::reconcile::{self, Core, Live, ReconcileError};
 use crate::registry::Registry;
@@ -70,6 +71,7 @@ pub struct Delegate<K: Resource> {
     wake: mpsc::UnboundedSender<Wake>,
     woken: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Wake>>>,
     registry: Registry,
+    mutators: Mutators,
 }
 
 impl<K: Resource> Debug for Delegate<K> {
@@ -206,6 +208,90 @@ where
         )
     }
 
+    /// Passes `object`, an object of your own about to be written, through
+    /// the mutators [`DelegateBuilder::mutators`] allows for its kind, in
+    /// order, as the children of plugins are: a backup plugin adds its
+    /// sidecar to your Deployment the way it adds it to a plugin's. `live`
+    /// is the object as it is now, if it exists; `base` the object of
+    /// kind `K` it is for, if any. Without a mutator for its kind, `object`
+    /// comes back as it is.
+    ///
+    /// ```no_run
+    /// # async fn example(kplug: &kplug_operator::Delegate<kube::api::DynamicObject>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// let mine: Deployment = serde_json::from_value(serde_json::json!({
+    ///     "apiVersion": "apps/v1", "kind": "Deployment",
+    ///     "metadata": {"name": "server", "namespace": "default"},
+    ///     "spec": {"selector": {}, "template": {"spec": {"containers": []}}},
+    /// }))?;
+    /// let patched = kplug.mutate(&mine, None, None).await?;
+    /// // ... apply `patched` as you would have applied `mine`.
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`MutateError`]: a mutator is down (apply nothing now and try again:
+    /// applying without it would roll the workload twice), or its patch
+    /// breaks the rules, or `object` is not a Kubernetes object.
+    pub async fn mutate<T>(
+        &self,
+        object: &T,
+        live: Option<&T>,
+        base: Option<&K>,
+    ) -> Result<T, MutateError>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+    {
+        let encode = |o: &T| -> Result<DynamicObject, MutateError> {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value)
+                .map_err(|e| MutateError::Object(e.to_string()))
+        };
+        let dynamic = encode(object)?;
+        let Some(types) = dynamic.types.clone() else {
+            return Err(MutateError::Object("it has no apiVersion and kind".into()));
+        };
+        let (group, _) = types.api_version.rsplit_once('/').unwrap_or(("", ""));
+        let key = crate::status::ChildKey {
+            group: group.to_owned(),
+            kind: types.kind.clone(),
+            name: dynamic.name_any(),
+        };
+        let mutators = self.mutators.of(&key.group, &key.kind);
+        if mutators.is_empty() {
+            return serde_json::to_value(object)
+                .and_then(serde_json::from_value)
+                .map_err(|e| MutateError::Object(e.to_string()));
+        }
+        let live = live.map(encode).transpose()?;
+        let base = base
+            .map(|b| self.to_dynamic(b))
+            .transpose()
+            .map_err(|e| MutateError::Object(e.to_string()))?;
+        let Ok(serde_json::Value::Object(map)) = serde_json::to_value(object) else {
+            return Err(MutateError::Object("it is not a JSON object".into()));
+        };
+        let mutation = Mutation {
+            registry: &self.registry,
+            mutators,
+            key: &key,
+            live: live.as_ref(),
+            base: base.as_ref(),
+            implementation: "",
+        };
+        match mutate(mutation, map).await {
+            Mutated::Object(map, warnings) => {
+                for warning in warnings {
+                    tracing::warn!(object = %key, warning, "mutator warning");
+                }
+                serde_json::from_value(serde_json::Value::Object(map))
+                    .map_err(|e| MutateError::Object(format!("the mutated object: {e}")))
+            }
+            Mutated::Held(why) => Err(MutateError::Held(why)),
+            Mutated::Refused(why) => Err(MutateError::Refused(why)),
+        }
+    }
+
     /// Forgets what the last term knew: a new leader reconciles every
     /// object once, and each records its needs again.
     pub(crate) fn new_term(&self) {
@@ -259,6 +345,23 @@ where
         });
     }
     Ok(dynamic)
+}
+
+/// Why [`Delegate::mutate`] gave no object to write.
+#[derive(Debug, thiserror::Error)]
+pub enum MutateError {
+    /// A mutator is not registered, not ready, or its call failed: write
+    /// nothing now, and try again.
+    #[error("held: {0}")]
+    Held(String),
+    /// A mutator's patch breaks the rules (paths, kplug's labels) or does
+    /// not apply.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The object is not a Kubernetes object (JSON with apiVersion, kind
+    /// and metadata).
+    #[error("not a Kubernetes object: {0}")]
+    Object(String),
 }
 
 /// Aborts its task when dropped.
