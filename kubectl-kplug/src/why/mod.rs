@@ -44,32 +44,8 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let target = Target::resolve(client, &args.object, args.namespace.as_deref()).await?;
     let obj = target.get(client).await?;
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    // The record (annotations), else the status (objects recorded before
-    // the annotations).
-    let annotation = |key: &str| obj.metadata.annotations.as_ref()?.get(key).cloned();
-    let implementation = annotation(kplug_operator::IMPLEMENTATION_ANNOTATION)
-        .or_else(|| text(&status, "/implementation"));
-    let preferred = text(&obj.data, "/spec/preferredImplementation");
-    let recorded_plugin =
-        annotation(kplug_operator::PLUGIN_ANNOTATION).or_else(|| text(&status, "/plugin"));
-    outln!(
-        "{} (generation {}, observed {})",
-        target.display(),
-        obj.metadata.generation.unwrap_or_default(),
-        observed(&status),
-    );
-    outln!(
-        "Implementation: {}{}",
-        implementation.as_deref().unwrap_or("none chosen yet"),
-        recorded_plugin
-            .as_deref()
-            .map(|p| format!(", plugin {p}"))
-            .unwrap_or_default(),
-    );
-    outln!(
-        "Preferred:      {}",
-        preferred.as_deref().unwrap_or("(none)")
-    );
+    let record = Record::of(&obj, &status);
+    record.print(&target, &obj, &status);
     let conditions = status
         .get("conditions")
         .and_then(Value::as_array)
@@ -84,21 +60,8 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     outln!("\nEVENTS (newest last)");
     out!("{}", events(client, &obj, &target.namespace).await);
 
-    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
-    let wanted = implementation.clone().or(preferred.clone());
     outln!("\nPLUGIN");
-    let advice = match args.source.replicas(client).await {
-        Err(error) => {
-            outln!("the operator could not be asked: {error}");
-            None
-        }
-        Ok(replicas) => plugin_state(
-            &replicas,
-            &kind_group,
-            wanted.as_deref(),
-            recorded_plugin.as_deref(),
-        ),
-    };
+    let advice = print_plugin(client, &args.source, &target, &record).await;
     print_last_calls(client, &args.source, &obj).await;
 
     outln!("\nWHAT TO DO");
@@ -109,6 +72,74 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
         what_to_do(ready_true, advice, blocking_child, &conditions)
     );
     Ok(())
+}
+
+/// What the object says of its implementation: the record (annotations),
+/// else the status (objects recorded before the annotations), and the
+/// implementation its spec prefers.
+struct Record {
+    implementation: Option<String>,
+    plugin: Option<String>,
+    preferred: Option<String>,
+}
+
+impl Record {
+    fn of(obj: &DynamicObject, status: &Value) -> Self {
+        let annotation = |key: &str| obj.metadata.annotations.as_ref()?.get(key).cloned();
+        Self {
+            implementation: annotation(kplug_operator::IMPLEMENTATION_ANNOTATION)
+                .or_else(|| text(status, "/implementation")),
+            plugin: annotation(kplug_operator::PLUGIN_ANNOTATION)
+                .or_else(|| text(status, "/plugin")),
+            preferred: text(&obj.data, "/spec/preferredImplementation"),
+        }
+    }
+
+    /// The first lines: the object, its implementation and plugin, and the
+    /// preferred implementation.
+    fn print(&self, target: &Target, obj: &DynamicObject, status: &Value) {
+        outln!(
+            "{} (generation {}, observed {})",
+            target.display(),
+            obj.metadata.generation.unwrap_or_default(),
+            observed(status),
+        );
+        outln!(
+            "Implementation: {}{}",
+            self.implementation.as_deref().unwrap_or("none chosen yet"),
+            self.plugin
+                .as_deref()
+                .map(|p| format!(", plugin {p}"))
+                .unwrap_or_default(),
+        );
+        outln!(
+            "Preferred:      {}",
+            self.preferred.as_deref().unwrap_or("(none)")
+        );
+    }
+}
+
+/// The PLUGIN section: the state, on each replica, of the plugin that
+/// serves (or should serve) the object. Returns advice when the plugin is
+/// what blocks.
+async fn print_plugin(
+    client: &kube::Client,
+    source: &Source,
+    target: &Target,
+    record: &Record,
+) -> Option<String> {
+    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
+    let wanted = record
+        .implementation
+        .as_deref()
+        .or(record.preferred.as_deref());
+    match source.replicas(client).await {
+        Err(error) => {
+            outln!("the operator could not be asked: {error}");
+            None
+        }
+        Ok(replicas) => plugin_state(&replicas, &kind_group, wanted, record.plugin.as_deref()),
+    }
 }
 
 /// The generation the status was written for, or `never`.
