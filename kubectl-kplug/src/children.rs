@@ -95,7 +95,7 @@ pub(crate) fn advice(children: &[Child]) -> Option<String> {
     }
     if let Some(c) = blocking("Waiting") {
         return Some(format!(
-            "Child {} of plugin {} waits for a mutator: {}. Start the mutator (kubectl kplug plugins lists what is registered and ready), or have the operator's admin take it out of --mutators; the child is applied once it answers.",
+            "Child {} of plugin {} is held for a mutator: {}. Start the mutator (kubectl kplug plugins lists what is registered and ready), or have the operator's admin take it out of --mutators; the child is applied once it answers.",
             c.display(),
             c.plugin,
             reason(c)
@@ -158,7 +158,7 @@ mod tests {
         let waiting = advice(&children[..2]).unwrap();
         assert!(
             waiting.starts_with(
-                "Child Deployment.apps t-server of plugin keeper waits for a mutator: mutator backup is not registered."
+                "Child Deployment.apps t-server of plugin keeper is held for a mutator: mutator backup is not registered."
             ),
             "{waiting}"
         );

@@ -401,7 +401,7 @@ async fn why_lists_the_children_and_names_the_one_that_blocks() {
     let advice = out.split("WHAT TO DO\n").nth(1).unwrap();
     assert!(
         advice.starts_with(&format!(
-            "Child Service waiting-server of plugin keeper-sh waits for a mutator: {}.",
+            "Child Service waiting-server of plugin keeper-sh is held for a mutator: {}.",
             service[4].trim_end_matches('.')
         )),
         "{out}"
