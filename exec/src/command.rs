@@ -21,12 +21,12 @@ const MAX_STDOUT_BYTES: u64 = 2 * 1024 * 1024;
 const STDERR_TAIL_BYTES: usize = 1024;
 
 /// The environment variable naming the call (`reconcile`, `finalize`,
-/// `validate`, `default`, `hook`).
+/// `validate`, `default`, `hook`, `mutate`).
 pub const CALL_ENV: &str = "KPLUG_CALL";
 /// The environment variable naming the implementation chosen.
 pub const IMPLEMENTATION_ENV: &str = "KPLUG_IMPLEMENTATION";
 /// The environment variable holding the object's namespace (the base
-/// object's, or at admission the admitted object's).
+/// object's, at admission the admitted object's, for mutate the child's).
 pub const NAMESPACE_ENV: &str = "KPLUG_NAMESPACE";
 /// The environment variable holding the object's name.
 pub const NAME_ENV: &str = "KPLUG_NAME";
@@ -39,7 +39,7 @@ pub const PHASE_ENV: &str = "KPLUG_PHASE";
 /// What the call is about, for the command's environment.
 #[derive(Clone, Debug)]
 pub struct CallEnv<'a> {
-    /// `reconcile`, `finalize`, `validate`, `default` or `hook`.
+    /// `reconcile`, `finalize`, `validate`, `default`, `hook` or `mutate`.
     pub call: &'a str,
     /// The implementation chosen.
     pub implementation: &'a str,

@@ -8,7 +8,7 @@ use kplug_exec::manifest::Manifest;
 
 /// Serves a kplug plugin whose calls run executables: a shell script, a
 /// Python file, any program. Each call (reconcile, finalize, validate,
-/// default, hook) runs the manifest's command with the request as JSON on
+/// default, hook, mutate) runs the manifest's command with the request as JSON on
 /// stdin and KPLUG_CALL, KPLUG_IMPLEMENTATION, KPLUG_NAMESPACE and
 /// KPLUG_NAME set (and KPLUG_HOOK, KPLUG_PHASE for a hook); the command
 /// answers with JSON on stdout, or with its exit code alone (0 OK, 75
@@ -20,9 +20,10 @@ use kplug_exec::manifest::Manifest;
 #[derive(Debug, Parser)]
 #[command(name = "kplug-exec", version)]
 struct Args {
-    /// The plugin's manifest (YAML): name, version, offers, the reconcile
-    /// command and the optional finalize, validate and default commands and
-    /// hooks, each with its timeout and concurrency. Relative program paths
+    /// The plugin's manifest (YAML): name, version, offers (with their
+    /// child kinds), the reconcile command and the optional finalize,
+    /// validate, default and mutate commands and hooks, each with its
+    /// timeout and concurrency. Relative program paths
     /// are relative to its directory.
     #[arg(
         long,
@@ -56,6 +57,9 @@ async fn main() -> ExitCode {
             manifest.offers.len(),
             manifest.summary()
         );
+        for line in manifest.children_summary() {
+            println!("  {line}");
+        }
         return ExitCode::SUCCESS;
     }
     match kplug_exec::serve(&manifest, &args.manifest).await {

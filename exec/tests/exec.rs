@@ -1,9 +1,9 @@
 //! kplug-exec as a real process with real shell scripts: the conformance
 //! kit's every check (on a test plugin and on the SQLite shell example), the
 //! request and environment a command gets, the exit code answers of every
-//! call (reconcile, validate, default, hooks), the timeout killing the whole
-//! process group, the concurrency bound, what GetInfo declares, and
-//! `--check`'s messages.
+//! call (reconcile, validate, default, hooks, mutate), children observed
+//! and desired, the timeout killing the whole process group, the
+//! concurrency bound, what GetInfo declares, and `--check`'s messages.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,8 +13,8 @@ use kplug_conformance::checks::Verdict;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
     Call, Capability, DefaultRequest, DefaultResponse, FailurePolicy, GetInfoRequest,
-    HookBehaviour, HookPhase, HookRequest, HookResponse, Operation, Outcome, ReconcileRequest,
-    ReconcileResponse, ValidateRequest, ValidateResponse,
+    HookBehaviour, HookPhase, HookRequest, HookResponse, MutateRequest, MutateResponse, Operation,
+    Outcome, ReconcileRequest, ReconcileResponse, ValidateRequest, ValidateResponse,
 };
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -100,10 +100,18 @@ impl Calls {
     }
 
     async fn reconcile(&self, name: &str) -> ReconcileResponse {
+        self.reconcile_with(name, &[]).await
+    }
+
+    /// A Reconcile whose request carries `children` as the observed ones.
+    async fn reconcile_with(&self, name: &str, children: &[Value]) -> ReconcileResponse {
         self.client
             .clone()
             .reconcile(ReconcileRequest {
-                children: Default::default(),
+                children: children
+                    .iter()
+                    .map(|c| c.to_string().into_bytes())
+                    .collect(),
                 implementation: "Calls".into(),
                 object: greeting(name).to_string().into_bytes(),
                 extensions: vec![],
@@ -136,6 +144,26 @@ impl Calls {
                 operation: Operation::Create as i32,
                 object: greeting(name).to_string().into_bytes(),
                 old_object: vec![],
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// A Mutate of a Deployment named `name` for a Greeting, with no live
+    /// object (it does not exist yet).
+    async fn mutate(&self, name: &str) -> Result<MutateResponse, tonic::Status> {
+        let deployment = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"kplug.io/plugin": "other"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:1"}]}}},
+        });
+        self.client
+            .clone()
+            .mutate(MutateRequest {
+                object: deployment.to_string().into_bytes(),
+                live: Vec::new(),
+                base: greeting("base").to_string().into_bytes(),
+                implementation: "Calls".into(),
             })
             .await
             .map(tonic::Response::into_inner)
@@ -218,6 +246,112 @@ async fn a_command_gets_the_request_on_stdin_and_the_call_in_its_environment() {
     assert_eq!(stdin["implementation"], "Calls");
     assert_eq!(stdin["object"]["spec"]["salutation"], "hi");
     assert_eq!(stdin["extensions"], json!([]));
+    assert_eq!(stdin["children"], json!([]));
+}
+
+#[tokio::test]
+async fn reconcile_gets_the_observed_children_and_answers_the_desired_ones() {
+    let calls = Calls::start().await;
+    let observed = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "children-settings", "namespace": "shop"},
+        "data": {"greeting": "hello"},
+    });
+    let response = calls
+        .reconcile_with("children", std::slice::from_ref(&observed))
+        .await;
+    assert_eq!(response.outcome, Outcome::Ok as i32, "{response:?}");
+    let stdin: Value = serde_json::from_str(
+        &std::fs::read_to_string(calls.out.join("children-stdin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stdin["children"], json!([observed]));
+    let desired: Vec<Value> = response
+        .children
+        .expect("an answer with children carries them")
+        .objects
+        .iter()
+        .map(|c| serde_json::from_slice(c).unwrap())
+        .collect();
+    assert_eq!(
+        desired,
+        [json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "children-settings"}, "data": {"greeting": "hi"},
+        })]
+    );
+
+    // No children in the answer: they are left as they are.
+    let kept = calls.reconcile("no-children").await;
+    assert_eq!(kept.outcome, Outcome::Ok as i32, "{kept:?}");
+    assert_eq!(kept.children, None);
+    // An empty list is the whole set: none.
+    let none = calls.reconcile("empty-children").await;
+    assert_eq!(none.children.map(|c| c.objects.len()), Some(0));
+    // A child that is not an object: FAILED, and no children sent.
+    let bad = calls.reconcile("bad-child").await;
+    assert_eq!(bad.outcome, Outcome::Failed as i32, "{bad:?}");
+    assert_eq!(bad.children, None);
+    assert!(
+        bad.message
+            .ends_with("reconcile.sh answered: children[0] is not a JSON object; each child is a Kubernetes object with apiVersion, kind and metadata.name"),
+        "{}",
+        bad.message
+    );
+}
+
+#[tokio::test]
+async fn mutate_gets_the_object_live_and_base_and_answers_a_checked_patch() {
+    let calls = Calls::start().await;
+    let nothing = calls.mutate("env").await.unwrap();
+    assert!(
+        nothing.patch.is_empty() && nothing.warnings.is_empty(),
+        "{nothing:?}"
+    );
+    let env = std::fs::read_to_string(calls.out.join("mutate-env")).unwrap();
+    assert_eq!(env, "mutate Calls shop env");
+    let stdin: Value = serde_json::from_str(
+        &std::fs::read_to_string(calls.out.join("mutate-stdin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stdin["call"], "mutate");
+    assert_eq!(stdin["implementation"], "Calls");
+    assert_eq!(stdin["object"]["kind"], "Deployment");
+    assert_eq!(stdin["live"], Value::Null);
+    assert_eq!(stdin["base"]["metadata"]["name"], "base");
+
+    let sidecar = calls.mutate("sidecar").await.unwrap();
+    let patch: Value = serde_json::from_slice(&sidecar.patch).unwrap();
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "add", "path": "/spec/template/spec/containers/-", "value": {"name": "backup", "image": "backup:1"}},
+            {"op": "add", "path": "/metadata/annotations/backup.example.com~1enabled", "value": "true"},
+        ])
+    );
+    assert_eq!(sidecar.warnings, ["added a backup sidecar"]);
+
+    // A patch the operator would refuse is never sent: the call fails,
+    // naming the command and the path.
+    let outside = calls.mutate("outside").await.unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::Internal);
+    assert!(
+        outside
+            .message()
+            .contains("mutate.sh answered: a mutation may only change /spec")
+            && outside
+                .message()
+                .contains("\"/metadata/labels/kplug.io~1plugin\" is outside them"),
+        "{outside:?}"
+    );
+    let broken = calls.mutate("broken").await.unwrap_err();
+    assert_eq!(broken.code(), tonic::Code::Internal);
+    assert!(
+        broken
+            .message()
+            .ends_with("mutate.sh exited 3: no sidecar image configured"),
+        "{broken:?}"
+    );
 }
 
 #[tokio::test]
@@ -296,13 +430,37 @@ async fn get_info_declares_the_manifests_calls_hooks_and_deadlines() {
         .unwrap()
         .into_inner();
     let reconcile = Capability::Reconcile as i32;
-    let (validate, default, hooks) = (
+    let (validate, default, hooks, children, mutate) = (
         Capability::Validate as i32,
         Capability::Default as i32,
         Capability::Hooks as i32,
+        Capability::Children as i32,
+        Capability::Mutate as i32,
     );
     // No finalize command, no FINALIZE.
-    assert_eq!(info.capabilities, [reconcile, validate, default, hooks]);
+    assert_eq!(
+        info.capabilities,
+        [reconcile, validate, default, hooks, children, mutate]
+    );
+    // The offer's child kinds and the kinds mutate patches, in the
+    // manifest's order: (group, version, kind).
+    fn gvk(k: &kplug_proto::v1::GroupVersionKind) -> (&str, &str, &str) {
+        (&k.group, &k.version, &k.kind)
+    }
+    let child_kinds: Vec<_> = info.offers[0].children.iter().map(gvk).collect();
+    assert_eq!(
+        child_kinds,
+        [("", "v1", "ConfigMap"), ("apps", "v1", "Deployment")]
+    );
+    let mutated: Vec<_> = info
+        .mutations
+        .iter()
+        .map(|m| gvk(m.kind.as_ref().unwrap()))
+        .collect();
+    assert_eq!(
+        mutated,
+        [("apps", "v1", "Deployment"), ("", "v1", "ConfigMap")]
+    );
     let declared: Vec<_> = info
         .hooks
         .iter()
@@ -351,6 +509,7 @@ async fn get_info_declares_the_manifests_calls_hooks_and_deadlines() {
             (Call::Validate as i32, 2, FailurePolicy::Ignore as i32),
             (Call::Default as i32, 2, unset),
             (Call::Hook as i32, 3, unset),
+            (Call::Mutate as i32, 2, unset),
         ]
     );
 }
@@ -599,7 +758,9 @@ async fn check_says_what_is_wrong_with_a_manifest_and_where() {
         format!(
             "{}: plugin calls-sh 1.0.0, 1 offer(s), calls: reconcile, validate (failurePolicy Ignore), default, \
              hook check (before-reconcile example.com/Greeting, sync-enforce, order -1), \
-             hook notify (after-finalize example.com/Farewell, async, order 0)",
+             hook notify (after-finalize example.com/Farewell, async, order 0), \
+             mutate (apps/v1/Deployment, v1/ConfigMap)\n  \
+             offer Calls: children v1/ConfigMap, apps/v1/Deployment",
             path.display()
         )
     );
@@ -631,6 +792,21 @@ async fn check_says_what_is_wrong_with_a_manifest_and_where() {
             "validate.timeoutSeconds is 30; it must be more than 0 and at most 10",
         ),
         ("    concurrency: 1\n", "    concurency: 1\n", "concurency"),
+        (
+            "children: [v1/ConfigMap, ",
+            "children: [ConfigMap, ",
+            "\"ConfigMap\" is not <apiVersion>/<Kind>; write apps/v1/Deployment, or v1/ConfigMap for the core group",
+        ),
+        (
+            "kinds: [apps/v1/Deployment, v1/ConfigMap]",
+            "kinds: []",
+            "mutate.kinds: 0 are declared; name from 1 to 16 kinds",
+        ),
+        (
+            "  command: [./mutate.sh]\n  timeoutSeconds: 1",
+            "  command: [./mutate.sh]\n  timeoutSeconds: 0",
+            "mutate.timeoutSeconds is 0",
+        ),
     ];
     for (from, to, expected) in cases {
         assert!(good.contains(from), "{from}");
@@ -670,7 +846,9 @@ async fn the_sqlite_shell_example_passes_every_check_of_the_conformance_kit() {
     let report = kplug_conformance::report::text("kplug-exec sqlite-shell-plugin", &outcomes);
     for o in &outcomes {
         assert!(!matches!(o.verdict, Verdict::Fail(_)), "{report}");
-        if o.check.name != "cases" {
+        // It has no cases file, and no mutate command (the greet fixture
+        // has the kit check one).
+        if !["cases", "mutate"].contains(&o.check.name) {
             assert!(
                 !matches!(o.verdict, Verdict::Skip(_)),
                 "{}:\n{report}",

@@ -14,6 +14,7 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), true) };
 }
 
+mod children;
 mod operator;
 mod output;
 mod plugins;
@@ -58,7 +59,8 @@ enum Command {
     /// they offer, ready, last heartbeat
     Plugins(plugins::Args),
     /// Why an object is or is not progressing: its implementation and
-    /// plugin, conditions, recent Events, the plugin's state, and what to do
+    /// plugin, conditions, children, recent Events, the plugin's state, and
+    /// what to do
     Why(why::Args),
     /// Send a plugin running locally the request the operator would send for
     /// an object, and print its answer: a development loop with no operator

@@ -1,7 +1,8 @@
 //! `kubectl kplug` (the `kubectl-kplug` binary) against the real control
 //! plane, a real operator and real plugin processes: `plugins` lists what is
-//! registered, `why` names what blocks an object and what to do, `replay`
-//! sends a local plugin the operator's request.
+//! registered, `why` names what blocks an object and what to do (a plugin
+//! gone, a child refused or waiting for a mutator), `replay` sends a local
+//! plugin the operator's request.
 
 // The operator's end-to-end test support: a namespace with the walkthrough's
 // CRDs, the real kplug-operator and real plugin processes.
@@ -248,6 +249,163 @@ async fn plugins_why_and_replay() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// kplug-exec serving `tests/fixtures/children` (a ConfigMap, a Service
+/// and, for the table `refused`, a Secret per table) next to `w`'s
+/// operator.
+fn spawn_keeper(w: &World) -> tokio::process::Child {
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/children/plugin.yaml");
+    tokio::process::Command::new(kplug_testenv::workspace_binary("kplug-exec"))
+        .arg("--manifest")
+        .arg(manifest)
+        .env("KPLUG_SOCKET_DIR", w.sockets.path())
+        .env("KPLUG_HEARTBEAT_INTERVAL", "0.5")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start kplug-exec (cargo build -p kplug-exec)")
+}
+
+/// The children `table`'s status lists, as `(kind, name, state)`, once it
+/// lists `count`.
+async fn children_listed(w: &World, table: &str, count: usize) -> Vec<(String, String, String)> {
+    let t = w
+        .table_until(
+            table,
+            &format!("{table} lists {count} children"),
+            T,
+            |t| match t.data.pointer("/status/children").and_then(Value::as_array) {
+                Some(list) if list.len() == count => Ok(()),
+                other => Err(format!("status.children is {other:?}")),
+            },
+        )
+        .await;
+    let text = |c: &Value, key: &str| c[key].as_str().unwrap_or_default().to_owned();
+    t.data["status"]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (text(c, "kind"), text(c, "name"), text(c, "state")))
+        .collect()
+}
+
+/// The row of `why`'s CHILDREN table for the child `name`, split on runs
+/// of spaces: kind, name, plugin, state, message.
+fn child_row(out: &str, name: &str) -> Vec<String> {
+    let section = out
+        .split("\nCHILDREN\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no CHILDREN section:\n{out}"));
+    let row = section
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(name))
+        .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
+    row.split("   ")
+        .map(str::trim)
+        .filter(|cell| !cell.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_lists_the_children_and_names_the_one_that_blocks() {
+    // ConfigMaps and Services are allowed, Secrets are not; every Service
+    // passes through the mutator `backup`, which never runs.
+    let w = world(
+        "kubectl-children",
+        &[
+            "--child-kinds",
+            "v1/ConfigMap,v1/Service",
+            "--mutators",
+            "backup=v1/Service",
+        ],
+    )
+    .await;
+    let _keeper = spawn_keeper(&w);
+    w.until_plugin_up("keeper-sh", T).await;
+    let operator = format!("http://127.0.0.1:{}", w.metrics_port);
+    w.create_table("refused", "Keeper", json!({}), false).await;
+    w.create_table("waiting", "Keeper", json!({}), false).await;
+    let listed = children_listed(&w, "refused", 3).await;
+    assert_eq!(
+        listed,
+        [
+            ("ConfigMap", "refused-settings", "Applied"),
+            ("Service", "refused-server", "Waiting"),
+            ("Secret", "refused-password", "Refused"),
+        ]
+        .map(|(k, n, s)| (k.to_owned(), n.to_owned(), s.to_owned()))
+    );
+    children_listed(&w, "waiting", 2).await;
+
+    // A refused child: listed with its state and the rule, and named in
+    // what to do.
+    let why = |table: &'static str| {
+        let (ns, operator) = (w.ns.clone(), operator.clone());
+        async move {
+            let (ok, out, err) = kplug(&[
+                "why",
+                &format!("databasetable/{table}"),
+                "-n",
+                &ns,
+                "--operator",
+                &operator,
+            ])
+            .await;
+            assert!(ok, "{err}");
+            // Plain text for a pipe: no escape codes, no Debug text.
+            assert!(!out.contains('\u{1b}') && !out.contains("Some("), "{out}");
+            out
+        }
+    };
+    let out = why("refused").await;
+    assert_eq!(
+        child_row(&out, "refused-settings"),
+        ["ConfigMap", "refused-settings", "keeper-sh", "Applied"],
+        "{out}"
+    );
+    let secret = child_row(&out, "refused-password");
+    assert_eq!(
+        secret[..4],
+        ["Secret", "refused-password", "keeper-sh", "Refused"],
+        "{out}"
+    );
+    let rule = secret
+        .get(4)
+        .unwrap_or_else(|| panic!("no message for the refused Secret:\n{out}"));
+    let advice = out.split("WHAT TO DO\n").nth(1).unwrap();
+    assert!(
+        advice.starts_with(&format!(
+            "Child Secret refused-password of plugin keeper-sh is refused: {}.",
+            rule.trim_end_matches('.')
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("Ready:          False (ChildRefused)"),
+        "{out}"
+    );
+
+    // A child waiting for a mutator: named with what it waits for.
+    let out = why("waiting").await;
+    let service = child_row(&out, "waiting-server");
+    assert_eq!(
+        service[..4],
+        ["Service", "waiting-server", "keeper-sh", "Waiting"],
+        "{out}"
+    );
+    assert!(service[4].contains("mutator backup"), "{out}");
+    let advice = out.split("WHAT TO DO\n").nth(1).unwrap();
+    assert!(
+        advice.starts_with(&format!(
+            "Child Service waiting-server of plugin keeper-sh is held for a mutator: {}.",
+            service[4].trim_end_matches('.')
+        )),
+        "{out}"
+    );
 }
 
 async fn wait_for_socket(socket: &Path) {

@@ -169,6 +169,8 @@ pub enum Call {
     Default,
     /// `Hook` (every hook of the plugin).
     Hook,
+    /// `Mutate`.
+    Mutate,
 }
 
 impl Call {
@@ -179,6 +181,7 @@ impl Call {
             Self::Validate => v1::Call::Validate,
             Self::Default => v1::Call::Default,
             Self::Hook => v1::Call::Hook,
+            Self::Mutate => v1::Call::Mutate,
         }
     }
 }

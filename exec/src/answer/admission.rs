@@ -5,6 +5,7 @@ use kplug_sidecar::{Defaults, Validation};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::patch::{Operation, PatchAnswer};
 use super::{EXIT_RETRY, how, stdout_answer, timed_out, with_tail};
 use crate::command::Finished;
 
@@ -26,25 +27,6 @@ struct FieldErrorAnswer {
     #[serde(default)]
     value: Option<Value>,
     message: String,
-}
-
-/// The JSON a default command prints.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DefaultsAnswer {
-    #[serde(default)]
-    patch: Vec<PatchOperation>,
-    #[serde(default)]
-    warnings: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchOperation {
-    op: String,
-    path: String,
-    #[serde(default)]
-    value: Option<Value>,
 }
 
 /// The verdict of a validate command, or why it could not decide (the
@@ -140,7 +122,7 @@ pub fn defaults(program: &str, finished: Finished) -> Result<Defaults, String> {
             stdout,
             ..
         } => {
-            let Some(answer) = stdout_answer::<DefaultsAnswer>(&stdout, |e| {
+            let Some(mut answer) = stdout_answer::<PatchAnswer>(&stdout, |e| {
                 format!(
                     "{program} exited 0 but its stdout is not defaults ({e}); print {{\"patch\": [{{\"op\": \"add\", \"path\": \"/spec/x\", \"value\": 1}}], \"warnings\": []}}, or nothing"
                 )
@@ -148,35 +130,16 @@ pub fn defaults(program: &str, finished: Finished) -> Result<Defaults, String> {
             else {
                 return Ok(Defaults::none());
             };
-            let mut defaults = Defaults::none();
-            for (i, o) in answer.patch.into_iter().enumerate() {
-                defaults = match (o.op.as_str(), o.value) {
-                    ("add", Some(value)) => defaults.add(&o.path, value),
-                    ("replace", Some(value)) => defaults.replace(&o.path, value),
-                    ("remove", None) => defaults.remove(&o.path),
-                    ("add" | "replace", None) => {
-                        return Err(format!(
-                            "{program} answered: patch[{i}] ({} {:?}) has no value",
-                            o.op, o.path
-                        ));
-                    }
-                    ("remove", Some(_)) => {
-                        return Err(format!(
-                            "{program} answered: patch[{i}] (remove {:?}) has a value; a remove takes none",
-                            o.path
-                        ));
-                    }
-                    (op, _) => {
-                        return Err(format!(
-                            "{program} answered: patch[{i}] has op {op:?}; use \"add\", \"replace\" or \"remove\""
-                        ));
-                    }
-                };
-            }
-            Ok(answer
-                .warnings
-                .into_iter()
-                .fold(defaults, Defaults::warning))
+            let warnings = std::mem::take(&mut answer.warnings);
+            let defaults = answer.operations(program)?.into_iter().fold(
+                Defaults::none(),
+                |defaults, operation| match operation {
+                    Operation::Add(path, value) => defaults.add(&path, value),
+                    Operation::Replace(path, value) => defaults.replace(&path, value),
+                    Operation::Remove(path) => defaults.remove(&path),
+                },
+            );
+            Ok(warnings.into_iter().fold(defaults, Defaults::warning))
         }
         Finished::Exited {
             code, stderr_tail, ..

@@ -31,6 +31,9 @@ struct Answer {
     conditions: Vec<ConditionAnswer>,
     #[serde(default)]
     events: Vec<EventAnswer>,
+    /// Absent: leave the children as they are; present: the whole set.
+    #[serde(default)]
+    children: Option<Vec<Value>>,
 }
 
 /// Which object: the kind and name of one that was sent (namespace and
@@ -104,6 +107,7 @@ impl From<HookAnswer> for Answer {
             extension_statuses: Vec::new(),
             conditions: Vec::new(),
             events: a.events,
+            children: None,
         }
     }
 }
@@ -142,7 +146,7 @@ fn call_response(program: &str, request: &Request, finished: Finished, hook: boo
                     Response::failed(format!("{program} answered: {problem}"))
                 }),
                 Err(e) if hook => Response::failed(format!(
-                    "{program} exited 0 but its stdout is not a hook's response ({e}); print one JSON object with outcome, message, retryAfterSeconds, status and events (a hook sets no conditions or extension statuses), or nothing and let the exit code answer"
+                    "{program} exited 0 but its stdout is not a hook's response ({e}); print one JSON object with outcome, message, retryAfterSeconds, status and events (a hook sets no conditions, extension statuses or children), or nothing and let the exit code answer"
                 )),
                 Err(e) => Response::failed(format!(
                     "{program} exited 0 but its stdout is not a JSON response ({e}); print one JSON object, or nothing and let the exit code answer"
@@ -164,24 +168,8 @@ fn call_response(program: &str, request: &Request, finished: Finished, hook: boo
 }
 
 /// The response an answer describes, or what is wrong with it.
-fn build(answer: Answer, request: &Request) -> Result<Response, String> {
-    let mut response = match answer.outcome.as_deref().unwrap_or("OK") {
-        "OK" => Response::ok().message(answer.message),
-        "RETRY" => {
-            let after = match answer.retry_after_seconds {
-                None => DEFAULT_RETRY,
-                Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
-                Some(s) => return Err(format!("retryAfterSeconds {s} is not a number of seconds")),
-            };
-            Response::retry(after).message(answer.message)
-        }
-        "FAILED" => Response::failed(answer.message),
-        other => {
-            return Err(format!(
-                "outcome {other:?}; use \"OK\", \"RETRY\" or \"FAILED\""
-            ));
-        }
-    };
+fn build(mut answer: Answer, request: &Request) -> Result<Response, String> {
+    let mut response = outcome(&mut answer)?;
     if let Some(status) = answer.status {
         response = response.status(Value::Object(status));
     }
@@ -213,7 +201,37 @@ fn build(answer: Answer, request: &Request) -> Result<Response, String> {
         };
         response = response.event_on(regarding, warning, &e.reason, e.message);
     }
+    if let Some(children) = answer.children {
+        if let Some(i) = children.iter().position(|c| !c.is_object()) {
+            return Err(format!(
+                "children[{i}] is not a JSON object; each child is a Kubernetes object with apiVersion, kind and metadata.name"
+            ));
+        }
+        response = response.children(children);
+    }
     Ok(response)
+}
+
+/// The response with the answer's outcome, retry delay and message.
+fn outcome(answer: &mut Answer) -> Result<Response, String> {
+    let message = std::mem::take(&mut answer.message);
+    Ok(match answer.outcome.as_deref().unwrap_or("OK") {
+        "OK" => Response::ok().message(message),
+        "RETRY" => {
+            let after = match answer.retry_after_seconds {
+                None => DEFAULT_RETRY,
+                Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
+                Some(s) => return Err(format!("retryAfterSeconds {s} is not a number of seconds")),
+            };
+            Response::retry(after).message(message)
+        }
+        "FAILED" => Response::failed(message),
+        other => {
+            return Err(format!(
+                "outcome {other:?}; use \"OK\", \"RETRY\" or \"FAILED\""
+            ));
+        }
+    })
 }
 
 /// A condition's status: `true`, `false`, or `None` for Unknown.

@@ -9,16 +9,20 @@
 //!   "status": {...}, "extensionStatuses": [{"target": {"kind", "name"},
 //!   "status": {...}}], "conditions": [{"type", "status": "True"|"False"|"Unknown",
 //!   "reason", "message"}], "events": [{"type": "Normal"|"Warning", "reason",
-//!   "message", "regarding": {"kind", "name"}}]}`; every field may be left
-//!   out (`outcome` defaults to OK).
+//!   "message", "regarding": {"kind", "name"}}], "children": [{...}]}`;
+//!   every field may be left out (`outcome` defaults to OK). `children`
+//!   absent leaves the children as they are; present (even empty), it is
+//!   the whole set the plugin desires, each a Kubernetes object.
+//!   Finalize answers only `outcome`, `message`, `retryAfterSeconds`,
+//!   `events` and `children` (the other fields are read and not sent).
 //! - Exit 0 with nothing on stdout: OK.
 //! - Exit 75 (`EX_TEMPFAIL`): RETRY after the default delay, with the end of
 //!   stderr as the message.
 //! - Any other exit, or a signal: FAILED, with the end of stderr.
 //!
 //! A hook answers the same way, but only `outcome`, `message`,
-//! `retryAfterSeconds`, `status` and `events`: conditions and extension
-//! statuses are not a hook's to set.
+//! `retryAfterSeconds`, `status` and `events`: conditions, extension
+//! statuses and children are not a hook's to set.
 //!
 //! Validate ([`validation`]):
 //!
@@ -40,12 +44,25 @@
 //!   "value"}], "warnings": [...]}`: the JSON Patch to apply.
 //! - Any other exit, a signal or a timeout: the call fails (failure
 //!   policy).
+//!
+//! Mutate ([`mutation`]):
+//!
+//! - Exit 0 with nothing on stdout: no change.
+//! - Exit 0 with `{"patch": [...], "warnings": [...]}`: the JSON Patch
+//!   against the object sent, as for default, but only under `/spec` and
+//!   single labels and annotations outside `kplug.io/`.
+//! - Any other exit, a signal, a timeout or a patch outside those paths:
+//!   the call fails with a gRPC error, and the operator holds the object
+//!   (`WaitingForMutator`) until a call succeeds.
 
 mod admission;
 mod call;
+mod mutate;
+mod patch;
 
 pub use admission::{defaults, validation};
 pub use call::{hook_response, response};
+pub use mutate::mutation;
 
 use std::time::Duration;
 

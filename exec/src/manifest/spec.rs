@@ -22,6 +22,42 @@ pub struct GroupKind {
     pub kind: String,
 }
 
+/// A kind by `apiVersion` and kind, written as the operator's
+/// `--child-kinds` and `--mutators` flags write it: `apps/v1/Deployment`,
+/// or `v1/ConfigMap` for the core group.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct ApiKind {
+    /// `apps/v1`, or `v1` for the core group.
+    pub api_version: String,
+    /// `Deployment`.
+    pub kind: String,
+}
+
+impl TryFrom<String> for ApiKind {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        let parts: Vec<&str> = text.split('/').collect();
+        if !(2..=3).contains(&parts.len()) || parts.iter().any(|p| p.trim().is_empty()) {
+            return Err(format!(
+                "{text:?} is not <apiVersion>/<Kind>; write apps/v1/Deployment, or v1/ConfigMap for the core group"
+            ));
+        }
+        let (api_version, kind) = text.rsplit_once('/').expect("two parts or more");
+        Ok(Self {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for ApiKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
 /// One implementation offered for one base kind.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +69,11 @@ pub struct OfferSpec {
     /// The extension kinds it reads.
     #[serde(default)]
     pub extensions: Vec<GroupKind>,
+    /// The kinds of Kubernetes objects it manages for each base object
+    /// (its children): the reconcile command's answer may carry them, and
+    /// its requests carry the observed ones.
+    #[serde(default)]
+    pub children: Vec<ApiKind>,
 }
 
 /// How to run one call.
@@ -86,6 +127,26 @@ pub struct AdmissionSpec {
     /// the operator's `--webhook-failure-policy` decides.
     #[serde(default)]
     pub failure_policy: Option<FailurePolicy>,
+}
+
+/// How to run `mutate`: a command, with the kinds it patches.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MutateSpec {
+    /// The kinds of objects it patches (`apps/v1/Deployment`); the
+    /// operator sends it only those its `--mutators` flag allows it.
+    pub kinds: Vec<ApiKind>,
+    /// As [`CommandSpec::command`].
+    pub command: Vec<String>,
+    /// As [`CommandSpec::timeout_seconds`] (default 30, at most 600).
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: f64,
+    /// As [`CommandSpec::concurrency`].
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// As [`CommandSpec::env`].
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// How a hook's result affects the step it surrounds.
@@ -193,6 +254,18 @@ impl CommandSpec {
 }
 
 impl AdmissionSpec {
+    /// The command to run.
+    pub fn command_spec(&self) -> CommandSpec {
+        CommandSpec {
+            command: self.command.clone(),
+            timeout_seconds: self.timeout_seconds,
+            concurrency: self.concurrency,
+            env: self.env.clone(),
+        }
+    }
+}
+
+impl MutateSpec {
     /// The command to run.
     pub fn command_spec(&self) -> CommandSpec {
         CommandSpec {

@@ -13,10 +13,12 @@ use crate::manifest::{self, Manifest};
 const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
 
 /// The plugin's description for the operator, from the manifest: its
-/// offers, its hooks, and a call policy per command whose deadline is the
-/// command's `timeoutSeconds` and one second more (within the operator's
-/// bounds), with the admission commands' failure policies. The hooks share
-/// one policy (the protocol has one for `Hook`): the longest hook's.
+/// offers (with their child kinds, which make the SDK advertise CHILDREN),
+/// its hooks, the kinds its mutate command patches, and a call policy per
+/// command whose deadline is the command's `timeoutSeconds` and one second
+/// more (within the operator's bounds), with the admission commands'
+/// failure policies. The hooks share one policy (the protocol has one for
+/// `Hook`): the longest hook's.
 pub fn info(manifest: &Manifest) -> PluginInfo {
     let mut info = manifest.offers.iter().fold(
         PluginInfo::new(&manifest.name, &manifest.version).description(&manifest.description),
@@ -25,9 +27,16 @@ pub fn info(manifest: &Manifest) -> PluginInfo {
                 Offer::new(&o.base.group, &o.base.kind, &o.implementation),
                 |offer, e| offer.extension(&e.group, &e.kind),
             );
+            let offer = o
+                .children
+                .iter()
+                .fold(offer, |offer, c| offer.child(&c.api_version, &c.kind));
             info.offer(offer)
         },
     );
+    for kind in manifest.mutate.iter().flat_map(|m| &m.kinds) {
+        info = info.mutation(&kind.api_version, &kind.kind);
+    }
     for policy in call_policies(manifest) {
         info = info.call_policy(policy);
     }
@@ -46,7 +55,10 @@ pub fn info(manifest: &Manifest) -> PluginInfo {
 
 /// A call policy per command: a deadline of the command's `timeoutSeconds`
 /// and one second more (within the operator's bounds), with the admission
-/// commands' failure policies; the hooks share the longest hook's.
+/// commands' failure policies; the hooks share the longest hook's. Mutate
+/// has one too: the operator's default deadline would otherwise be shorter
+/// or longer than the command's own, and an answer that says the command
+/// was killed is more use than the operator's timeout.
 fn call_policies(manifest: &Manifest) -> Vec<CallPolicy> {
     let mut policies = vec![
         CallPolicy::new(Call::Reconcile)
@@ -81,6 +93,12 @@ fn call_policies(manifest: &Manifest) -> Vec<CallPolicy> {
         .max()
     {
         policies.push(CallPolicy::new(Call::Hook).deadline(deadline(longest, MAX_CALL_DEADLINE)));
+    }
+    if let Some(spec) = &manifest.mutate {
+        policies.push(
+            CallPolicy::new(Call::Mutate)
+                .deadline(deadline(spec.command_spec().timeout(), MAX_CALL_DEADLINE)),
+        );
     }
     policies
 }

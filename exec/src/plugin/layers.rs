@@ -6,8 +6,8 @@ use std::future::Future;
 use std::path::Path;
 
 use kplug_sidecar::{
-    AdmissionRequest, BoxError, Defaults, HookCall, Plugin, PluginInfo, Readiness, Request,
-    Response, Validation,
+    AdmissionRequest, BoxError, Defaults, HookCall, MutateCall, Mutation, Plugin, PluginInfo,
+    Readiness, Request, Response, Validation,
 };
 
 use super::{Exec, info};
@@ -65,6 +65,14 @@ macro_rules! forward {
             self.0.hook(call)
         }
     };
+    (mutate) => {
+        fn mutate(
+            &self,
+            call: MutateCall,
+        ) -> impl Future<Output = Result<Mutation, BoxError>> + Send {
+            self.0.mutate(call)
+        }
+    };
     (ready) => {
         fn ready(&self) -> impl Future<Output = Readiness> + Send {
             self.0.ready()
@@ -80,12 +88,15 @@ struct WithValidate<P>(P);
 struct WithDefault<P>(P);
 /// Adds the hooks.
 struct WithHooks<P>(P);
+/// Adds the mutate command.
+struct WithMutate<P>(P);
 
 impl<P: Layer> Plugin for WithFinalize<P> {
     forward!(reconcile);
     forward!(validate);
     forward!(defaults);
     forward!(hook);
+    forward!(mutate);
     forward!(ready);
 
     async fn finalize(&self, request: Request) -> Result<Response, BoxError> {
@@ -103,6 +114,7 @@ impl<P: Layer> Plugin for WithValidate<P> {
     forward!(finalize);
     forward!(defaults);
     forward!(hook);
+    forward!(mutate);
     forward!(ready);
 
     async fn validate(&self, request: AdmissionRequest) -> Result<Validation, BoxError> {
@@ -115,6 +127,7 @@ impl<P: Layer> Plugin for WithDefault<P> {
     forward!(finalize);
     forward!(validate);
     forward!(hook);
+    forward!(mutate);
     forward!(ready);
 
     async fn defaults(&self, request: AdmissionRequest) -> Result<Defaults, BoxError> {
@@ -127,10 +140,24 @@ impl<P: Layer> Plugin for WithHooks<P> {
     forward!(finalize);
     forward!(validate);
     forward!(defaults);
+    forward!(mutate);
     forward!(ready);
 
     async fn hook(&self, call: HookCall) -> Result<Response, BoxError> {
         Ok(self.exec().run_hook(call).await)
+    }
+}
+
+impl<P: Layer> Plugin for WithMutate<P> {
+    forward!(reconcile);
+    forward!(finalize);
+    forward!(validate);
+    forward!(defaults);
+    forward!(hook);
+    forward!(ready);
+
+    async fn mutate(&self, call: MutateCall) -> Result<Mutation, BoxError> {
+        self.exec().run_mutate(call).await
     }
 }
 
@@ -143,7 +170,13 @@ macro_rules! layer {
         }
     )*};
 }
-layer!(WithFinalize, WithValidate, WithDefault, WithHooks);
+layer!(
+    WithFinalize,
+    WithValidate,
+    WithDefault,
+    WithHooks,
+    WithMutate
+);
 
 /// Serves the plugin `manifest` describes (loaded from `path`) until
 /// SIGTERM, advertising a capability for each command it has.
@@ -190,8 +223,20 @@ async fn with_hooks<P: Layer>(
     plugin: P,
 ) -> Result<(), kplug_sidecar::Error> {
     if manifest.hooks.is_empty() {
-        kplug_sidecar::serve(info, plugin).await
+        with_mutate(manifest, info, plugin).await
     } else {
-        kplug_sidecar::serve(info, WithHooks(plugin)).await
+        with_mutate(manifest, info, WithHooks(plugin)).await
+    }
+}
+
+async fn with_mutate<P: Layer>(
+    manifest: &Manifest,
+    info: PluginInfo,
+    plugin: P,
+) -> Result<(), kplug_sidecar::Error> {
+    if manifest.mutate.is_some() {
+        kplug_sidecar::serve(info, WithMutate(plugin)).await
+    } else {
+        kplug_sidecar::serve(info, plugin).await
     }
 }

@@ -1,7 +1,7 @@
 //! The plugin: each call runs the manifest's command for it.
 //!
-//! The SDK advertises a capability (FINALIZE, VALIDATE, DEFAULT, HOOKS)
-//! for a plugin type that implements its method, so the plugin served is
+//! The SDK advertises a capability (FINALIZE, VALIDATE, DEFAULT, HOOKS,
+//! MUTATE) for a plugin type that implements its method, so the plugin served is
 //! [`Exec`] wrapped in one layer per command the manifest has:
 //! [`serve`] picks the layers, and each layer forwards the other methods
 //! to the one it wraps, unchanged, so that what is not in the manifest is
@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use kplug_sidecar::proto::v1::Outcome;
 use kplug_sidecar::{
-    AdmissionRequest, BoxError, Defaults, HookCall, Operation, Plugin, Request, Response,
-    Validation,
+    AdmissionRequest, BoxError, Defaults, HookCall, MutateCall, Mutation, Object, Operation,
+    Plugin, Request, Response, Validation,
 };
 use serde_json::{Value, json};
 
@@ -40,6 +40,7 @@ struct Commands {
     validate: Option<Runner>,
     default: Option<Runner>,
     hooks: BTreeMap<String, (Runner, kplug_sidecar::Phase)>,
+    mutate: Option<Runner>,
 }
 
 impl Exec {
@@ -58,6 +59,7 @@ impl Exec {
                 .iter()
                 .map(|h| (h.name.clone(), (runner(h.command_spec()), h.phase)))
                 .collect(),
+            mutate: manifest.mutate.as_ref().map(|s| runner(s.command_spec())),
         }))
     }
 
@@ -94,6 +96,7 @@ impl Exec {
             "implementation": request.implementation(),
             "object": request.object().raw(),
             "extensions": extensions(request),
+            "children": request.children().iter().map(Object::raw).collect::<Vec<_>>(),
         });
         let env = CallEnv {
             call,
@@ -122,7 +125,7 @@ impl Exec {
                 Operation::Update => "UPDATE",
             },
             "object": request.object().raw(),
-            "oldObject": request.old_object().map(kplug_sidecar::Object::raw),
+            "oldObject": request.old_object().map(Object::raw),
         });
         let env = CallEnv {
             call,
@@ -148,6 +151,36 @@ impl Exec {
         let runner = self.0.default.as_ref().expect("layered only with default");
         let finished = Self::admit(runner, "default", &request).await?;
         Ok(answer::defaults(runner.program(), finished)?)
+    }
+
+    /// Mutate: the object as it will be applied so far, the live one and
+    /// the base, on stdin; the child's namespace and name in the
+    /// environment.
+    async fn run_mutate(&self, call: MutateCall) -> Result<Mutation, BoxError> {
+        let runner = self.0.mutate.as_ref().expect("layered only with mutate");
+        let stdin = json!({
+            "call": "mutate",
+            "implementation": call.implementation(),
+            "object": call.object().raw(),
+            "live": call.live().map(Object::raw),
+            "base": call.base().map(Object::raw),
+        });
+        let object = call.object();
+        // A child is applied in its base's namespace: an object sent
+        // without one is still there.
+        let namespace = match object.namespace() {
+            "" => call.base().map_or("", Object::namespace),
+            namespace => namespace,
+        };
+        let env = CallEnv {
+            call: "mutate",
+            implementation: call.implementation(),
+            namespace,
+            name: object.name(),
+            hook: None,
+        };
+        let finished = Self::run(runner, &env, &stdin).await?;
+        Ok(answer::mutation(runner.program(), finished)?)
     }
 
     async fn run_hook(&self, call: HookCall) -> Response {
@@ -191,11 +224,7 @@ impl Exec {
 }
 
 fn extensions(request: &Request) -> Vec<&Value> {
-    request
-        .extensions()
-        .iter()
-        .map(kplug_sidecar::Object::raw)
-        .collect()
+    request.extensions().iter().map(Object::raw).collect()
 }
 
 impl Plugin for Exec {

@@ -1,6 +1,8 @@
 //! `kubectl kplug why KIND/NAME`: one screen that says why an object is or
 //! is not progressing, and what to do.
 
+mod advice;
+
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -8,9 +10,11 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::Error;
+use crate::children;
 use crate::operator::{Replica, Source};
 use crate::plugins::table;
 use crate::target::{Target, text};
+use advice::what_to_do;
 
 /// How many of the object's Events are shown, newest last.
 const EVENTS: usize = 10;
@@ -29,8 +33,9 @@ pub(crate) struct Args {
     source: Source,
 }
 
-/// Prints the object's implementation and plugin, its conditions, recent
-/// Events, the plugin's state at the operator, and what to do.
+/// Prints the object's implementation and plugin, its conditions, its
+/// children and their state, recent Events, the plugin's state at the
+/// operator, and what to do.
 ///
 /// # Errors
 /// When the object cannot be read. An operator that cannot be asked is
@@ -39,32 +44,8 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let target = Target::resolve(client, &args.object, args.namespace.as_deref()).await?;
     let obj = target.get(client).await?;
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    // The record (annotations), else the status (objects recorded before
-    // the annotations).
-    let annotation = |key: &str| obj.metadata.annotations.as_ref()?.get(key).cloned();
-    let implementation = annotation(kplug_operator::IMPLEMENTATION_ANNOTATION)
-        .or_else(|| text(&status, "/implementation"));
-    let preferred = text(&obj.data, "/spec/preferredImplementation");
-    let recorded_plugin =
-        annotation(kplug_operator::PLUGIN_ANNOTATION).or_else(|| text(&status, "/plugin"));
-    outln!(
-        "{} (generation {}, observed {})",
-        target.display(),
-        obj.metadata.generation.unwrap_or_default(),
-        observed(&status),
-    );
-    outln!(
-        "Implementation: {}{}",
-        implementation.as_deref().unwrap_or("none chosen yet"),
-        recorded_plugin
-            .as_deref()
-            .map(|p| format!(", plugin {p}"))
-            .unwrap_or_default(),
-    );
-    outln!(
-        "Preferred:      {}",
-        preferred.as_deref().unwrap_or("(none)")
-    );
+    let record = Record::of(&obj, &status);
+    record.print(&target, &obj, &status);
     let conditions = status
         .get("conditions")
         .and_then(Value::as_array)
@@ -73,31 +54,92 @@ pub(crate) async fn run(client: &kube::Client, args: &Args) -> Result<(), Error>
     let ready = conditions.iter().find(|c| c["type"] == "Ready");
     print_ready_and_trace(ready, &conditions);
     print_conditions(&conditions);
+    let children = children::listed(&status);
+    children::print(&children);
 
     outln!("\nEVENTS (newest last)");
     out!("{}", events(client, &obj, &target.namespace).await);
 
-    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
-    let wanted = implementation.clone().or(preferred.clone());
     outln!("\nPLUGIN");
-    let advice = match args.source.replicas(client).await {
-        Err(error) => {
-            outln!("the operator could not be asked: {error}");
-            None
-        }
-        Ok(replicas) => plugin_state(
-            &replicas,
-            &kind_group,
-            wanted.as_deref(),
-            recorded_plugin.as_deref(),
-        ),
-    };
+    let advice = print_plugin(client, &args.source, &target, &record).await;
     print_last_calls(client, &args.source, &obj).await;
 
     outln!("\nWHAT TO DO");
     let ready_true = ready.is_some_and(|c| c["status"] == "True");
-    outln!("{}", what_to_do(ready_true, advice, &conditions));
+    let blocking_child = children::advice(&children);
+    outln!(
+        "{}",
+        what_to_do(ready_true, advice, blocking_child, &conditions)
+    );
     Ok(())
+}
+
+/// What the object says of its implementation: the record (annotations),
+/// else the status (objects recorded before the annotations), and the
+/// implementation its spec prefers.
+struct Record {
+    implementation: Option<String>,
+    plugin: Option<String>,
+    preferred: Option<String>,
+}
+
+impl Record {
+    fn of(obj: &DynamicObject, status: &Value) -> Self {
+        let annotation = |key: &str| obj.metadata.annotations.as_ref()?.get(key).cloned();
+        Self {
+            implementation: annotation(kplug_operator::IMPLEMENTATION_ANNOTATION)
+                .or_else(|| text(status, "/implementation")),
+            plugin: annotation(kplug_operator::PLUGIN_ANNOTATION)
+                .or_else(|| text(status, "/plugin")),
+            preferred: text(&obj.data, "/spec/preferredImplementation"),
+        }
+    }
+
+    /// The first lines: the object, its implementation and plugin, and the
+    /// preferred implementation.
+    fn print(&self, target: &Target, obj: &DynamicObject, status: &Value) {
+        outln!(
+            "{} (generation {}, observed {})",
+            target.display(),
+            obj.metadata.generation.unwrap_or_default(),
+            observed(status),
+        );
+        outln!(
+            "Implementation: {}{}",
+            self.implementation.as_deref().unwrap_or("none chosen yet"),
+            self.plugin
+                .as_deref()
+                .map(|p| format!(", plugin {p}"))
+                .unwrap_or_default(),
+        );
+        outln!(
+            "Preferred:      {}",
+            self.preferred.as_deref().unwrap_or("(none)")
+        );
+    }
+}
+
+/// The PLUGIN section: the state, on each replica, of the plugin that
+/// serves (or should serve) the object. Returns advice when the plugin is
+/// what blocks.
+async fn print_plugin(
+    client: &kube::Client,
+    source: &Source,
+    target: &Target,
+    record: &Record,
+) -> Option<String> {
+    let kind_group = (target.resource.group.clone(), target.resource.kind.clone());
+    let wanted = record
+        .implementation
+        .as_deref()
+        .or(record.preferred.as_deref());
+    match source.replicas(client).await {
+        Err(error) => {
+            outln!("the operator could not be asked: {error}");
+            None
+        }
+        Ok(replicas) => plugin_state(&replicas, &kind_group, wanted, record.plugin.as_deref()),
+    }
 }
 
 /// The generation the status was written for, or `never`.
@@ -173,42 +215,6 @@ async fn print_last_calls(client: &kube::Client, source: &Source, obj: &DynamicO
             }
         }
         Err(_) => {}
-    }
-}
-
-/// The advice at the end of `why`: never "nothing" while the plugin the
-/// object needs is gone (its status is from before: the next reconcile
-/// waits for it), and never the condition's message said again.
-fn what_to_do(ready: bool, plugin_advice: Option<String>, conditions: &[Value]) -> String {
-    match (ready, plugin_advice) {
-        (true, None) => "Nothing: it is Ready.".to_owned(),
-        (true, Some(advice)) => format!(
-            "It was Ready when last reconciled, but its plugin is not there now: the next reconcile waits for it. {advice}"
-        ),
-        (false, Some(advice)) => advice,
-        (false, None) => conditions
-            .iter()
-            .find(|c| c["status"] == "False" && c["type"] != "Ready")
-            .and_then(|c| c["reason"].as_str())
-            .map_or_else(
-                || "Wait for the operator to reconcile it, or check that the operator runs (kubectl kplug plugins).".to_owned(),
-                advice_for_reason,
-            ),
-    }
-}
-
-/// What a person does about a blocking condition's reason.
-fn advice_for_reason(reason: &str) -> String {
-    match reason {
-        "ExtensionNotFound" => "Create the extension the ExtensionsResolved condition names (in the object's namespace), or remove it from spec.extensions.".to_owned(),
-        "ExtensionNotAllowed" => "Reference only extension kinds the operator allows (its --extension-kind flags), in the object's namespace.".to_owned(),
-        "ExtensionKindNotServed" => "Install the CRD of the extension kind the ExtensionsResolved condition names, or fix its apiVersion and kind.".to_owned(),
-        "InvalidReference" => "Fix spec.extensions: each entry needs apiVersion, kind and name.".to_owned(),
-        "PluginFailed" | "ReconcileFailed" => "The plugin refused the object: fix the spec as the Reconciled condition says; the operator tries again on the next change.".to_owned(),
-        "InvalidPluginResponse" => "The plugin broke the protocol: report it to its authors with the Reconciled condition's message (kubectl-kplug replay shows its raw answer).".to_owned(),
-        other => format!(
-            "See the {other} condition above; the operator tries again by itself (the Events say when)."
-        ),
     }
 }
 
@@ -344,29 +350,5 @@ fn age(then: Timestamp) -> String {
         s if s < 2 * 3600 => format!("{}m", s / 60),
         s if s < 2 * 86_400 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn what_to_do_never_contradicts_the_plugin_state_or_repeats_the_condition() {
-        assert_eq!(what_to_do(true, None, &[]), "Nothing: it is Ready.");
-        let gone = what_to_do(true, Some("Start the plugin hola.".into()), &[]);
-        assert!(
-            !gone.contains("Nothing") && gone.ends_with("Start the plugin hola."),
-            "{gone}"
-        );
-        let missing = json!([
-            {"type": "Ready", "status": "False", "reason": "ExtensionNotFound", "message": "extension X users not found"},
-            {"type": "ExtensionsResolved", "status": "False", "reason": "ExtensionNotFound", "message": "extension X users not found"},
-        ]);
-        let advice = what_to_do(false, None, missing.as_array().unwrap());
-        assert!(advice.starts_with("Create the extension"), "{advice}");
-        assert!(!advice.contains("users not found"), "{advice}");
     }
 }
