@@ -18,7 +18,7 @@
 //!    [`PLUGIN_LABEL`]; on OK, the children no longer desired are deleted.
 //! 4. A change to a child by anyone but this process wakes its base.
 //!    Children of a kind `--mutators` names pass through those plugins'
-//!    `Mutate` first, in the flag's order ([`mutate`]).
+//!    `Mutate` first, in the flag's order ([`mod@mutate`]).
 //! 5. When the base's clean-up is done, [`Children::delete_all`] deletes
 //!    what is left before the finalizer goes.
 //!
