@@ -7,6 +7,8 @@
 #   docker build --target mariadb-plugin -t ghcr.io/kplug/mariadb-plugin:0.1.0 .
 #   docker build --target kplug-exec     -t ghcr.io/kplug/kplug-exec:0.1.0 .
 #   docker build --target sqlite-shell-plugin -t ghcr.io/kplug/sqlite-shell-plugin:0.1.0 .
+#   docker build --target postgresql-server-plugin -t ghcr.io/kplug/postgresql-server-plugin:0.1.0 .
+#   docker build --target backup-plugin  -t ghcr.io/kplug/backup-plugin:0.1.0 .
 #
 # (`make images` builds them all.) The build context is the repository root:
 # cargo loads the whole workspace (and `--locked` checks Cargo.lock against
@@ -50,8 +52,10 @@ RUN --mount=type=cache,id=kplug-cargo-registry,target=/usr/local/cargo/registry 
     --mount=type=cache,id=kplug-target,target=/src/target \
     find . -path ./target -prune -o -type f -exec touch {} + \
     && cargo build --release --locked -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p kplug-exec \
+       -p database-server-plugins \
     && install -D -m 0755 -t /out/bin target/release/kplug-operator \
        target/release/sqlite-plugin target/release/mariadb-plugin target/release/kplug-exec \
+       target/release/postgresql-server-plugin target/release/backup-plugin \
     && install -d -m 0755 /out/kplug /out/data
 
 # The SQLite example plugin (embedded SQLite): a sidecar of kplug-operator.
@@ -111,6 +115,23 @@ COPY --from=build --chown=65532:65532 /out/data /var/lib/kplug-sqlite
 ENV KPLUG_SQLITE_DATA_DIR=/var/lib/kplug-sqlite
 USER 65532:65532
 CMD ["--manifest", "/opt/sqlite-shell-plugin/plugin.yaml"]
+
+# The DatabaseServer example's plugins (examples/database-table/server-plugins):
+# PostgreSQL servers as Kubernetes children, and the backup mutator. Neither
+# reaches a database or the API: the operator applies what they answer.
+FROM gcr.io/distroless/cc-debian12:nonroot AS postgresql-server-plugin
+COPY --from=build /out/bin/postgresql-server-plugin /usr/local/bin/postgresql-server-plugin
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/postgresql-server-plugin"]
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS backup-plugin
+COPY --from=build /out/bin/backup-plugin /usr/local/bin/backup-plugin
+COPY --from=build --chown=65532:65532 /out/kplug /var/run/kplug
+ENV KPLUG_SOCKET_DIR=/var/run/kplug
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/backup-plugin"]
 
 # The generic kplug-operator; last, so a plain `docker build .` makes it.
 FROM gcr.io/distroless/cc-debian12:nonroot AS kplug-operator

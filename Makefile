@@ -446,6 +446,8 @@ images: docker-engine $(TARGET_DIR)/testenv/kubectl ## build every kplug image a
 	$(call image,mariadb-plugin,$(IMAGE_REGISTRY)/mariadb-plugin:$(IMAGE_TAG),--target mariadb-plugin,Dockerfile --target mariadb-plugin; the workspace build is shared)
 	$(call image,kplug-exec,$(IMAGE_REGISTRY)/kplug-exec:$(IMAGE_TAG),--target kplug-exec,Dockerfile --target kplug-exec; the workspace build is shared)
 	$(call image,sqlite-shell-plugin,$(IMAGE_REGISTRY)/sqlite-shell-plugin:$(IMAGE_TAG),--target sqlite-shell-plugin,Dockerfile --target sqlite-shell-plugin)
+	$(call image,postgresql-server-plugin,$(IMAGE_REGISTRY)/postgresql-server-plugin:$(IMAGE_TAG),--target postgresql-server-plugin,Dockerfile --target postgresql-server-plugin; the workspace build is shared)
+	$(call image,backup-plugin,$(IMAGE_REGISTRY)/backup-plugin:$(IMAGE_TAG),--target backup-plugin,Dockerfile --target backup-plugin; the workspace build is shared)
 	$(call image,postgresql-plugin,$(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG),-f examples/database-table/postgresql-plugin/Dockerfile,examples/database-table/postgresql-plugin/Dockerfile)
 	$(call image,kube-testenv,kplug-kube-testenv:dev,-f deploy/compose/kube-testenv.Dockerfile,deploy/compose/kube-testenv.Dockerfile for compose.yaml; the first build compiles kube-apiserver in a Go container$(comma) several minutes)
 
