@@ -40,6 +40,7 @@ ALONE = {
     # One node per machine (the cni0 bridge, an iptables chain, containerd's
     # /run/containerd/s), and both take minutes of image unpacking.
     "kplug-deploy-tests/node": "a real node",
+    "kplug-deploy-tests/node_server": "a real node",
     "kplug-testenv/node": "a real node",
     # compose.yaml's project name and published ports, and Docker itself.
     "kplug-deploy-tests/compose_up": "docker compose up",

@@ -20,7 +20,13 @@ use serde_json::Value;
 /// Every Dockerfile of the repository, by what it builds. The Rust images
 /// are the targets of one Dockerfile, so the workspace compiles once.
 const RUST_DOCKERFILE: &str = "Dockerfile";
-const RUST_TARGETS: [&str; 3] = ["kplug-operator", "sqlite-plugin", "mariadb-plugin"];
+const RUST_TARGETS: [&str; 5] = [
+    "kplug-operator",
+    "sqlite-plugin",
+    "mariadb-plugin",
+    "postgresql-server-plugin",
+    "backup-plugin",
+];
 const PYTHON_IMAGE: &str = "examples/database-table/postgresql-plugin/Dockerfile";
 const GO_IMAGE: &str = "deploy/compose/kube-testenv.Dockerfile";
 /// docs/deploy.md's worked example of a plugin image of your own.

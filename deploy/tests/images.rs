@@ -547,6 +547,8 @@ fn the_documented_image_builds_make_the_same_images_as_make_images() {
             "postgresql-plugin",
             "kplug-exec",
             "sqlite-shell-plugin",
+            "postgresql-server-plugin",
+            "backup-plugin",
         ]
         .iter()
         .map(|name| {
@@ -566,7 +568,7 @@ fn the_documented_image_builds_make_the_same_images_as_make_images() {
     };
     let before = content();
     let commands = kplug_deploy_tests::docs::commands("docs/deploy.md", "Images");
-    assert_eq!(commands.len(), 6, "one build per image: {commands:#?}");
+    assert_eq!(commands.len(), 8, "one build per image: {commands:#?}");
     for command in &commands {
         assert!(command.starts_with("docker build "), "{command}");
         kplug_deploy_tests::docs::sh(command, None);

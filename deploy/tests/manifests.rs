@@ -28,7 +28,19 @@ const OVERLAYS: &[(&str, &[&str])] = &[
         "all",
         &["sqlite-plugin", "mariadb-plugin", "postgresql-plugin"],
     ),
+    (
+        "database-server",
+        &["sqlite-plugin", "postgresql-server-plugin", "backup-plugin"],
+    ),
 ];
+
+/// The plugins that offer no implementation (mutators): the operator takes
+/// no implementation from them.
+const MUTATORS: &[&str] = &["backup-plugin"];
+
+/// The components of the DatabaseServer example, in its overlay rather than
+/// in `all` (whose operator serves DatabaseTable alone).
+const SERVER_COMPONENTS: &[&str] = &["postgresql-server", "backup"];
 
 const NAMESPACE: &str = "kplug-system";
 const SOCKET_DIR: &str = "/var/run/kplug";
@@ -165,6 +177,11 @@ async fn overlay_postgresql_is_accepted_by_the_api_server() {
 #[tokio::test]
 async fn overlay_all_is_accepted_by_the_api_server() {
     overlay_is_accepted_by_the_api_server("all").await;
+}
+
+#[tokio::test]
+async fn overlay_database_server_is_accepted_by_the_api_server() {
+    overlay_is_accepted_by_the_api_server("database-server").await;
 }
 
 /// The dry run above could pass by being lax; these show that it refuses
@@ -477,12 +494,16 @@ fn deployment_has_operator_and_plugins(overlay: &str) {
             "{plugin} has a UID no other container has"
         );
         let name = plugin.trim_end_matches("-plugin");
-        let suffix = name.to_ascii_uppercase();
+        // One variable per plugin; a `-` in the name is a `_` there.
+        let suffix = name.to_ascii_uppercase().replace('-', "_");
         assert_eq!(
             env(operator, &format!("KPLUG_PLUGIN_UID_{suffix}")).map(|v| &v["value"]),
             Some(&json!(format!("{name}={}", uid.unwrap_or_default()))),
             "the operator maps {name} to its container's UID"
         );
+        if MUTATORS.contains(plugin) {
+            continue;
+        }
         let owner = env(operator, &format!("KPLUG_IMPLEMENTATION_OWNER_{suffix}"))
             .and_then(|v| v["value"].as_str())
             .unwrap_or_default();
@@ -565,6 +586,45 @@ fn deployment_of_overlay_all() {
     deployment_has_operator_and_plugins("all");
 }
 
+/// The DatabaseServer overlay: one operator with both kinds, the children
+/// the server plugin may have applied (for it alone, its Secret listed) and
+/// the backup mutator on Deployments.
+#[test]
+fn deployment_of_overlay_database_server() {
+    deployment_has_operator_and_plugins("database-server");
+    let objects = render("database-server");
+    let deployment = the(&objects, "Deployment", "kplug-operator");
+    let args = items(container(deployment, "operator"), "/args");
+    let resources: Vec<&Value> = args
+        .iter()
+        .filter(|a| a.as_str().is_some_and(|a| a.starts_with("--resource=")))
+        .collect();
+    assert_eq!(
+        resources,
+        [
+            &json!("--resource=myorg.org/v1alpha1/DatabaseTable"),
+            &json!("--resource=myorg.org/v1alpha1/DatabaseServer")
+        ],
+        "both kinds, DatabaseTable first (the Lease's name)"
+    );
+    let kinds = [
+        "apps/v1/Deployment",
+        "v1/Service",
+        "v1/ConfigMap",
+        "v1/Secret",
+    ]
+    .map(|k| format!("postgresql-server={k}"))
+    .join(",");
+    assert!(
+        args.contains(&json!(format!("--child-kinds={kinds}"))),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&json!("--mutators=backup=apps/v1/Deployment")),
+        "{args:?}"
+    );
+}
+
 /// A database plugin reads its servers from a mounted Secret that this
 /// repository does not ship (it holds passwords); the file path and the
 /// Secret name are what docs/deploy.md tells users to create.
@@ -643,8 +703,18 @@ fn every_overlay_and_component_is_tested() {
     let in_all: BTreeSet<String> = plugins_of("all")
         .iter()
         .map(|p| p.trim_end_matches("-plugin").to_owned())
+        .chain(SERVER_COMPONENTS.iter().map(|c| (*c).to_owned()))
         .collect();
-    assert_eq!(components, in_all, "the `all` overlay has every component");
+    assert_eq!(
+        components, in_all,
+        "the `all` overlay has every DatabaseTable component"
+    );
+    for component in SERVER_COMPONENTS {
+        assert!(
+            plugins_of("database-server").contains(&format!("{component}-plugin").as_str()),
+            "the database-server overlay has {component}"
+        );
+    }
 }
 
 /// manifests/crds/crds.yaml is a copy (kustomize's load restrictor refuses
@@ -674,10 +744,15 @@ async fn the_samples_are_valid_custom_resources() {
     .await
     .unwrap();
     let namespace = kplug_testenv::namespace(&client, "samples").await.unwrap();
-    let samples = documents(
-        &std::fs::read_to_string(root.join("examples/database-table/samples/users.yaml")).unwrap(),
-    )
-    .unwrap();
+    let read = |file: &str| {
+        documents(
+            &std::fs::read_to_string(root.join("examples/database-table/samples").join(file))
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let samples = read("users.yaml");
+    let servers = read("server.yaml");
     let kinds: Vec<&str> = samples.iter().map(kind).collect();
     assert_eq!(
         kinds,
@@ -692,7 +767,7 @@ async fn the_samples_are_valid_custom_resources() {
         .validation_strict()
         .dry_run();
     // A freshly installed CRD can take a moment to be served for writes.
-    for sample in &samples {
+    for sample in samples.iter().chain(&servers) {
         let mut sample = sample.clone();
         sample["metadata"]["namespace"] = json!(namespace);
         kplug_testenv::eventually("the sample is accepted", Duration::from_secs(10), || {
@@ -705,6 +780,11 @@ async fn the_samples_are_valid_custom_resources() {
     assert_eq!(table["spec"]["serverName"], "authorization-cluster");
     assert_eq!(samples[1]["spec"]["storageEngine"], "InnoDB");
     assert_eq!(samples[2]["spec"]["partitionBy"], "hash");
+    assert_eq!(
+        servers.iter().map(kind).collect::<Vec<_>>(),
+        ["DatabaseServer"]
+    );
+    assert_eq!(servers[0]["spec"]["preferredImplementation"], "PostgreSQL");
 }
 
 // --- monitoring -------------------------------------------------------------------

@@ -303,26 +303,9 @@ async fn the_operator_account_can_do_what_the_operator_does_and_no_more() {
     );
 }
 
-/// The rules, expanded to (group, resource, verb), are exactly the
-/// operator's calls: a rule added for anything else fails here.
-#[test]
-fn the_rules_are_exactly_the_operators_calls() {
-    let objects = rendered();
-    let roles: Vec<&Value> = objects
-        .iter()
-        .filter(|o| matches!(kind(o), "ClusterRole" | "Role"))
-        .collect();
-    assert_eq!(
-        roles.len(),
-        2,
-        "the operator's role and its leader election role"
-    );
-    let bindings: Vec<&Value> = objects
-        .iter()
-        .filter(|o| matches!(kind(o), "ClusterRoleBinding" | "RoleBinding"))
-        .collect();
-    assert_eq!(bindings.len(), 2, "one binding each");
-    let role = the(&objects, "ClusterRole", "kplug-operator");
+/// A role's rules, expanded to (group, resource, verb); no wildcards, no
+/// names, no URLs.
+fn granted(role: &Value) -> BTreeSet<(String, String, String)> {
     let mut granted = BTreeSet::new();
     for rule in items(role, "/rules") {
         assert!(rule.get("resourceNames").is_none(), "{rule}");
@@ -346,6 +329,75 @@ fn the_rules_are_exactly_the_operators_calls() {
             }
         }
     }
+    granted
+}
+
+/// The `database-server` overlay keeps the base's roles as they are and
+/// adds one ClusterRole, bound to the operator's account, with exactly
+/// what the operator does for DatabaseServer and its children: the kind
+/// and its status, the four child kinds (read uncached, watch, apply,
+/// prune), and `update` on the bases' finalizers (owner references with
+/// blockOwnerDeletion). The node test (`node_server.rs`) runs the operator
+/// with these permissions.
+#[test]
+fn the_database_server_overlay_adds_exactly_the_childrens_rules() {
+    let yaml =
+        kustomize_build(&repo_root().join("manifests/overlays/database-server")).expect("render");
+    let objects = documents(&yaml).expect("parse");
+    let base = rendered();
+    assert_eq!(
+        the(&objects, "ClusterRole", "kplug-operator"),
+        the(&base, "ClusterRole", "kplug-operator")
+    );
+    let role = the(&objects, "ClusterRole", "kplug-operator-database-server");
+    let mut expected = BTreeSet::new();
+    let mut add = |group: &str, resource: &str, verbs: &[&str]| {
+        for verb in verbs {
+            expected.insert((group.to_owned(), resource.to_owned(), (*verb).to_owned()));
+        }
+    };
+    add(GROUP, "databaseservers", &["get", "list", "watch", "patch"]);
+    add(GROUP, "databaseservers/status", &["patch"]);
+    add(GROUP, "databaseservers/finalizers", &["update"]);
+    add(GROUP, &format!("{TABLES}/finalizers"), &["update"]);
+    let children = ["get", "list", "watch", "create", "patch", "delete"];
+    add("apps", "deployments", &children);
+    for resource in ["services", "configmaps", "secrets"] {
+        add("", resource, &children);
+    }
+    assert_eq!(granted(role), expected);
+    let binding = the(
+        &objects,
+        "ClusterRoleBinding",
+        "kplug-operator-database-server",
+    );
+    assert_eq!(binding["roleRef"]["name"], "kplug-operator-database-server");
+    assert_eq!(
+        items(binding, "/subjects"),
+        [json!({"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE})]
+    );
+}
+
+/// The rules, expanded to (group, resource, verb), are exactly the
+/// operator's calls: a rule added for anything else fails here.
+#[test]
+fn the_rules_are_exactly_the_operators_calls() {
+    let objects = rendered();
+    let roles: Vec<&Value> = objects
+        .iter()
+        .filter(|o| matches!(kind(o), "ClusterRole" | "Role"))
+        .collect();
+    assert_eq!(
+        roles.len(),
+        2,
+        "the operator's role and its leader election role"
+    );
+    let bindings: Vec<&Value> = objects
+        .iter()
+        .filter(|o| matches!(kind(o), "ClusterRoleBinding" | "RoleBinding"))
+        .collect();
+    assert_eq!(bindings.len(), 2, "one binding each");
+    let granted = granted(the(&objects, "ClusterRole", "kplug-operator"));
     let mut expected = BTreeSet::new();
     let mut add = |group: &str, resource: &str, verbs: &[&str]| {
         for verb in verbs {
