@@ -301,19 +301,12 @@ impl Defaults {
             ));
             return self;
         }
-        let mut operation = serde_json::json!({ "op": op, "path": path });
-        if let Some(value) = value {
-            match serde_json::to_value(value) {
-                Ok(value) => operation["value"] = value,
-                Err(e) => {
-                    self.problem.get_or_insert(format!(
-                        "the value of {op} {path:?} cannot be encoded as JSON: {e}"
-                    ));
-                    return self;
-                }
+        match patch_operation(op, path, value) {
+            Ok(operation) => self.operations.push(operation),
+            Err(problem) => {
+                self.problem.get_or_insert(problem);
             }
         }
-        self.operations.push(operation);
         self
     }
 
@@ -354,6 +347,21 @@ impl Defaults {
             warnings: bounded_warnings(self.warnings),
         })
     }
+}
+
+/// One JSON Patch operation, `value` encoded (the builders of `Default`
+/// and `Mutate` answers share it).
+pub(crate) fn patch_operation(
+    op: &str,
+    path: &str,
+    value: Option<impl Serialize>,
+) -> Result<Value, String> {
+    let mut operation = serde_json::json!({ "op": op, "path": path });
+    if let Some(value) = value {
+        operation["value"] = serde_json::to_value(value)
+            .map_err(|e| format!("the value of {op} {path:?} cannot be encoded as JSON: {e}"))?;
+    }
+    Ok(operation)
 }
 
 #[cfg(test)]

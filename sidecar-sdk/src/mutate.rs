@@ -138,19 +138,12 @@ impl Mutation {
                 .get_or_insert(format!("{problem}; {op} {path:?} is outside them"));
             return self;
         }
-        let mut operation = serde_json::json!({ "op": op, "path": path });
-        if let Some(value) = value {
-            match serde_json::to_value(value) {
-                Ok(value) => operation["value"] = value,
-                Err(e) => {
-                    self.problem.get_or_insert(format!(
-                        "the value of {op} {path:?} cannot be encoded as JSON: {e}"
-                    ));
-                    return self;
-                }
+        match crate::admission::patch_operation(op, path, value) {
+            Ok(operation) => self.operations.push(operation),
+            Err(problem) => {
+                self.problem.get_or_insert(problem);
             }
         }
-        self.operations.push(operation);
         self
     }
 
