@@ -95,6 +95,38 @@ pub fn default_patch_path_allowed(path: &str) -> bool {
     })
 }
 
+/// Why a `Mutate` patch may not touch `path` (a JSON Pointer), if it may
+/// not: only the spec and single members of the labels and annotations,
+/// never kplug's own (`kplug.io/`) and never a whole map.
+///
+/// ```
+/// use kplug_proto::limits::mutation_path_problem;
+/// assert!(mutation_path_problem("/spec/template").is_none());
+/// assert!(mutation_path_problem("/metadata/labels/app").is_none());
+/// assert!(mutation_path_problem("/metadata/labels").is_some());
+/// assert!(mutation_path_problem("/metadata/annotations/kplug.io~1x").is_some());
+/// ```
+pub fn mutation_path_problem(path: &str) -> Option<&'static str> {
+    if !default_patch_path_allowed(path) {
+        return Some(
+            "a mutation may only change /spec, /metadata/labels and /metadata/annotations",
+        );
+    }
+    if path == "/metadata/labels" || path == "/metadata/annotations" {
+        return Some(
+            "a mutation changes single labels or annotations, not the whole map (kplug's own are there)",
+        );
+    }
+    let kplug = [
+        "/metadata/labels/kplug.io~1",
+        "/metadata/annotations/kplug.io~1",
+    ];
+    kplug
+        .iter()
+        .any(|p| path.starts_with(p))
+        .then_some("the kplug.io/ labels and annotations are the operator's")
+}
+
 /// Children one base object may have per plugin (`ReconcileResponse.children`);
 /// those past it are refused.
 pub const MAX_CHILDREN: usize = 32;

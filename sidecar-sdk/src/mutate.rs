@@ -182,19 +182,13 @@ impl Mutation {
     }
 }
 
-/// Why a mutation may not touch `path`, as the operator judges it.
+/// Why a mutation may not touch `path`, as the operator judges it
+/// (`kplug_proto::limits::mutation_path_problem`), in the words every SDK
+/// uses.
 fn path_problem(path: &str) -> Option<&'static str> {
-    let kplug = [
-        "/metadata/labels/kplug.io~1",
-        "/metadata/annotations/kplug.io~1",
-    ];
-    let whole_map = path == "/metadata/labels" || path == "/metadata/annotations";
-    (!limits::default_patch_path_allowed(path)
-        || whole_map
-        || kplug.iter().any(|p| path.starts_with(p)))
-    .then_some(
-        "a mutation may only change /spec and single labels and annotations, not kplug.io/ ones",
-    )
+    limits::mutation_path_problem(path).map(|_| {
+        "a mutation may only change /spec and single labels and annotations, not kplug.io/ ones"
+    })
 }
 
 #[cfg(test)]

@@ -343,10 +343,7 @@ impl Kit<'_> {
                 })?;
                 for op in &operations {
                     let path = op["path"].as_str().unwrap_or_default();
-                    let kplug = path.starts_with("/metadata/labels/kplug.io~1")
-                        || path.starts_with("/metadata/annotations/kplug.io~1");
-                    let whole = path == "/metadata/labels" || path == "/metadata/annotations";
-                    if !kplug_proto::limits::default_patch_path_allowed(path) || kplug || whole {
+                    if kplug_proto::limits::mutation_path_problem(path).is_some() {
                         return Err(format!(
                             "Mutate of a {} patches {path:?}; the operator refuses a patch outside /spec and single labels and annotations outside kplug.io/",
                             kind.kind

@@ -13,7 +13,7 @@
 //! again when it returns would roll every workload twice.
 
 use json_patch::{Patch, PatchOperation};
-use kplug_proto::limits::{MAX_PATCH_BYTES, default_patch_path_allowed};
+use kplug_proto::limits::{MAX_PATCH_BYTES, mutation_path_problem};
 use kplug_proto::v1::MutateRequest;
 use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
@@ -175,7 +175,7 @@ fn decode(bytes: &[u8]) -> Result<Patch, String> {
             _ => {}
         }
         for path in paths {
-            if let Some(problem) = path_problem(path) {
+            if let Some(problem) = mutation_path_problem(path) {
                 return Err(format!(
                     "its patch touches {path:?}: {problem}; nothing of it was applied"
                 ));
@@ -183,29 +183,6 @@ fn decode(bytes: &[u8]) -> Result<Patch, String> {
         }
     }
     Ok(patch)
-}
-
-/// Why a mutator may not touch `path`, if it may not: only the spec and
-/// the members of the labels and annotations, never kplug's own.
-fn path_problem(path: &str) -> Option<&'static str> {
-    if !default_patch_path_allowed(path) {
-        return Some(
-            "a mutation may only change /spec, /metadata/labels and /metadata/annotations",
-        );
-    }
-    if path == "/metadata/labels" || path == "/metadata/annotations" {
-        return Some(
-            "a mutation changes single labels or annotations, not the whole map (kplug's own are there)",
-        );
-    }
-    let kplug = [
-        "/metadata/labels/kplug.io~1",
-        "/metadata/annotations/kplug.io~1",
-    ];
-    kplug
-        .iter()
-        .any(|p| path.starts_with(p))
-        .then_some("the kplug.io/ labels and annotations are the operator's")
 }
 
 #[cfg(test)]
