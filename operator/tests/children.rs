@@ -44,9 +44,27 @@ fn gvk(group: &str, version: &str, kind: &str) -> GroupVersionKind {
     }
 }
 
+/// The child kinds the proto-only plugin's DatabaseTable offer declares,
+/// by default (not all of them allowed).
+fn declared() -> Vec<GroupVersionKind> {
+    vec![
+        gvk("", "v1", "ConfigMap"),
+        gvk("", "v1", "Secret"),
+        gvk("", "v1", "Service"),
+        gvk("", "v1", "PersistentVolume"),
+        gvk("rbac.authorization.k8s.io", "v1", "Role"),
+    ]
+}
+
 /// The proto-only plugin's description: one offer for DatabaseTable, with
-/// the child kinds the tests ask for (not all of them allowed).
+/// the default child kinds.
 fn heartbeat(capabilities: Vec<i32>) -> HeartbeatRequest {
+    declaring(capabilities, declared())
+}
+
+/// The proto-only plugin's description, its DatabaseTable offer declaring
+/// `children`.
+fn declaring(capabilities: Vec<i32>, children: Vec<GroupVersionKind>) -> HeartbeatRequest {
     HeartbeatRequest {
         name: "keeper".into(),
         version: "0.0.1".into(),
@@ -61,13 +79,7 @@ fn heartbeat(capabilities: Vec<i32>) -> HeartbeatRequest {
                 }),
                 implementation: "Keeper".into(),
                 extensions: Vec::new(),
-                children: vec![
-                    gvk("", "v1", "ConfigMap"),
-                    gvk("", "v1", "Secret"),
-                    gvk("", "v1", "Service"),
-                    gvk("", "v1", "PersistentVolume"),
-                    gvk("rbac.authorization.k8s.io", "v1", "Role"),
-                ],
+                children,
             },
             // A second kind, for an operator that manages both.
             Offer {
@@ -95,8 +107,13 @@ fn capabilities() -> Vec<i32> {
 /// Reconcile request, in order.
 type Seen = Arc<Mutex<BTreeMap<String, Vec<Vec<Value>>>>>;
 
+/// The child kinds the running proto-only plugin declares; a test may
+/// change them, and the next heartbeat and GetInfo say so.
+type Declared = Arc<Mutex<Vec<GroupVersionKind>>>;
+
 struct Keeper {
     seen: Seen,
+    declared: Declared,
 }
 
 #[tonic::async_trait]
@@ -105,7 +122,7 @@ impl Plugin for Keeper {
         &self,
         _: tonic::Request<GetInfoRequest>,
     ) -> Result<tonic::Response<GetInfoResponse>, tonic::Status> {
-        let hb = heartbeat(capabilities());
+        let hb = declaring(capabilities(), self.declared.lock().unwrap().clone());
         Ok(tonic::Response::new(GetInfoResponse {
             name: hb.name,
             version: hb.version,
@@ -225,19 +242,30 @@ impl Plugin for Keeper {
 /// Serves the proto-only plugin and heartbeats for it; returns what it
 /// was sent.
 async fn keeper(w: &World) -> Seen {
+    keeper_declaring(w, Declared::new(Mutex::new(declared()))).await
+}
+
+/// [`keeper`], declaring the child kinds in `declared` at each heartbeat.
+async fn keeper_declaring(w: &World, declared: Declared) -> Seen {
     let seen = Seen::default();
     let socket = w.sockets.path().join("plugins/keeper.sock");
     let listener = kplug_proto::socket::bind(&socket).await.unwrap();
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(PluginServer::new(Keeper { seen: seen.clone() }))
+            .add_service(PluginServer::new(Keeper {
+                seen: seen.clone(),
+                declared: declared.clone(),
+            }))
             .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
     );
     let registry_socket = w.sockets.path().join("registry.sock");
     tokio::spawn(async move {
         let mut registry = RegistryClient::new(kplug_proto::socket::channel(&registry_socket));
         loop {
-            let _ = registry.heartbeat(heartbeat(capabilities())).await;
+            let children = declared.lock().unwrap().clone();
+            let _ = registry
+                .heartbeat(declaring(capabilities(), children))
+                .await;
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
@@ -517,6 +545,56 @@ async fn each_rule_refuses_its_child_and_says_so_on_the_base() {
     assert!(unowned.metadata.owner_references.is_none());
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns);
     assert!(secrets.get_opt("pw").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_past_the_count_per_base_are_refused_and_the_rest_applied() {
+    let w = world("too-many", &["--child-kinds", "v1/ConfigMap"]).await;
+    keeper(&w).await;
+    let max = kplug_proto::limits::MAX_CHILDREN;
+    let children: Vec<Value> = (0..=max)
+        .map(|j| config_map(&format!("m{j}"), json!({"j": j.to_string()})))
+        .collect();
+    w.create_table("many", "Keeper", desiring(&children), false)
+        .await;
+    let base = w
+        .table_until("many", "the child past the count is refused", T, |t| {
+            expect_condition(t, "Ready", "False", "ChildRefused")
+        })
+        .await;
+    let last = format!("m{max}");
+    let rule = format!("at most {max} per base object are applied");
+    let (_, _, message) = condition(&base, "Reconciled").unwrap();
+    assert!(
+        message.contains(&last) && message.contains(&rule),
+        "{message}"
+    );
+    let states: Vec<&str> = base.data["status"]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["state"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["Applied"; max];
+    want.push("Refused");
+    assert_eq!(states, want, "{}", base.data["status"]);
+    w.until_events("many", "a ChildRefused Warning", |events| {
+        events.iter().any(|(type_, reason, note)| {
+            type_ == "Warning" && reason == "ChildRefused" && note.contains(&last)
+        })
+    })
+    .await;
+    let listed = config_maps(&w).list(&Default::default()).await.unwrap();
+    let mut names: Vec<String> = listed
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|n| n.starts_with('m'))
+        .collect();
+    names.sort();
+    let mut applied: Vec<String> = (0..max).map(|j| format!("m{j}")).collect();
+    applied.sort();
+    assert_eq!(names, applied, "the first {max} are applied, {last} is not");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1139,11 +1217,12 @@ async fn a_restart_over_converged_children_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows() {
+async fn a_killed_operator_leaks_nothing_and_sweeps_kinds_no_longer_allowed_or_declared() {
     let kubeconfig = kplug_testenv::control_plane().kubeconfig_path().to_owned();
-    let both = ["--child-kinds", "v1/ConfigMap,v1/Secret"];
-    let mut w = world("children-kill", &both).await;
-    let seen = keeper(&w).await;
+    let all = ["--child-kinds", "v1/ConfigMap,v1/Secret,v1/Service"];
+    let mut w = world("children-kill", &all).await;
+    let declared = Declared::new(Mutex::new(declared()));
+    let seen = keeper_declaring(&w, declared.clone()).await;
     // Killed while it applies: many children, and no wait.
     let mut children: Vec<Value> = (0..20)
         .map(|j| config_map(&format!("k-c{j}"), json!({"j": j.to_string()})))
@@ -1151,6 +1230,10 @@ async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows()
     children.push(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k-password"},
                          "stringData": {"password": "not-a-real-one"}}),
+    );
+    children.push(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "k-server"},
+                         "spec": {"ports": [{"port": 5432}]}}),
     );
     w.create_table("k", "Keeper", desiring(&children), false)
         .await;
@@ -1167,16 +1250,28 @@ async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows()
     signal(&w.operator, nix::sys::signal::Signal::SIGKILL);
     let _ = w.operator.wait().await;
     // Then pruning is interrupted too: half the ConfigMaps go.
-    restart_operator(&mut w, &both, &kubeconfig);
+    restart_operator(&mut w, &all, &kubeconfig);
     w.ready_on("k", "Keeper", T).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(w.client.clone(), &w.ns);
+    assert!(secrets.get_opt("k-password").await.unwrap().is_some());
+    assert!(services.get_opt("k-server").await.unwrap().is_some());
     set_children(&w, "k", &children[10..]).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     signal(&w.operator, nix::sys::signal::Signal::SIGKILL);
     let _ = w.operator.wait().await;
-    // Restarted without Secrets allowed, desiring ten ConfigMaps and no
-    // Secret: the children converge, and the Secret, of a kind no longer
-    // watched, is swept.
-    restart_operator(&mut w, &["--child-kinds", "v1/ConfigMap"], &kubeconfig);
+    // Restarted without Services allowed, and with a plugin that no longer
+    // declares Secrets, desiring ten ConfigMaps: the children converge, the
+    // Service, of a kind no longer watched, is swept from the base's list
+    // of kinds, and the Secret, of a kind the plugin no longer declares, is
+    // pruned.
+    *declared.lock().unwrap() = vec![gvk("", "v1", "ConfigMap"), gvk("", "v1", "Service")];
+    restart_operator(
+        &mut w,
+        &["--child-kinds", "v1/ConfigMap,v1/Secret"],
+        &kubeconfig,
+    );
     set_children(&w, "k", &children[10..20]).await;
     let uid = table_uid(&w, "k").await;
     kplug_testenv::eventually("the children converge", T, || async {
@@ -1199,12 +1294,22 @@ async fn a_killed_operator_leaks_nothing_and_sweeps_a_kind_it_no_longer_allows()
             .ok_or(format!("children: {names:?}"))
     })
     .await;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns);
-    kplug_testenv::eventually("the Secret is swept", T, || async {
-        match secrets.get_opt("k-password").await {
-            Ok(None) => Ok(()),
-            Ok(Some(s)) if s.metadata.deletion_timestamp.is_some() => Ok(()),
-            other => Err(format!("{other:?}")),
+    kplug_testenv::eventually("the Secret and the Service are swept", T, || async {
+        let secret = secrets
+            .get_opt("k-password")
+            .await
+            .map_err(|e| e.to_string())?;
+        let service = services
+            .get_opt("k-server")
+            .await
+            .map_err(|e| e.to_string())?;
+        let gone = |deleting: Option<bool>| deleting.is_none_or(|d| d);
+        match (
+            gone(secret.map(|s| s.metadata.deletion_timestamp.is_some())),
+            gone(service.map(|s| s.metadata.deletion_timestamp.is_some())),
+        ) {
+            (true, true) => Ok(()),
+            left => Err(format!("(Secret, Service) gone: {left:?}")),
         }
     })
     .await;
