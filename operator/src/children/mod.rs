@@ -41,9 +41,11 @@
 //!   when the base goes.
 
 mod allow;
+mod apply;
 mod drift;
 mod mutate;
 mod observed;
+mod rules;
 mod sweep;
 mod sync;
 

@@ -9,7 +9,8 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::sync::{api_message, not_ours};
+use super::apply::api_message;
+use super::rules::not_ours;
 use super::{BASE_UID_LABEL, Children, PLUGIN_LABEL, Scope};
 use crate::status::ChildKey;
 

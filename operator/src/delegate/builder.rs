@@ -160,19 +160,7 @@ where
         );
         let target = Target::discover(&self.client, &gvk).await?;
         self.extension_kinds.check_served(&self.client).await?;
-        let children = if self.child_kinds.is_empty() {
-            None
-        } else {
-            let children = Children::discover(
-                &self.client,
-                &target.api_resource,
-                self.child_kinds,
-                (self.mutators.clone(), self.registry.clone()),
-                self.namespace.clone(),
-            )
-            .await?;
-            Some(Arc::new(children))
-        };
+        let children = self.children(&target).await?;
         // Without a registry the metrics are kept but exported nowhere.
         let metrics = self.metrics.unwrap_or_default();
         let (wake, woken) = mpsc::unbounded_channel();
@@ -220,6 +208,24 @@ where
             registry: self.registry,
             mutators: self.mutators,
         })
+    }
+}
+
+impl<K: Resource> DelegateBuilder<K> {
+    /// The children's watches, when `--child-kinds` allows any kind.
+    async fn children(&self, target: &Target) -> Result<Option<Arc<Children>>, crate::Error> {
+        if self.child_kinds.is_empty() {
+            return Ok(None);
+        }
+        let children = Children::discover(
+            &self.client,
+            &target.api_resource,
+            self.child_kinds.clone(),
+            (self.mutators.clone(), self.registry.clone()),
+            self.namespace.clone(),
+        )
+        .await?;
+        Ok(Some(Arc::new(children)))
     }
 }
 

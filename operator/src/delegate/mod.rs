@@ -154,17 +154,7 @@ where
                     .collect()
             }
         };
-        {
-            let store = store.clone();
-            core.metrics
-                .count_objects_with(&core.target.display(), move || {
-                    let mut counts = ReadyCounts::default();
-                    for obj in store.state() {
-                        counts.add(ready_status(obj.as_ref()).as_deref());
-                    }
-                    counts
-                });
-        }
+        self.count_objects(store.clone());
         let follower = tokio::spawn(wake_on_changes(Wakeups {
             registry: self.registry.clone(),
             waiting: Arc::clone(&core.waiting),
@@ -178,23 +168,7 @@ where
         // the stream is dropped (a Controller that stops, a lost leader
         // term).
         let mut guard = vec![AbortOnDrop(follower)];
-        if let Some(children) = &core.children {
-            let (watches, mut woken) = children.watch();
-            guard.extend(watches.into_iter().map(AbortOnDrop));
-            let wake = self.wake.clone();
-            let ar = core.target.api_resource.clone();
-            guard.push(AbortOnDrop(tokio::spawn(async move {
-                while let Some(child) = woken.recv().await {
-                    let mut base = ObjectRef::new_with(&child.name, ar.clone());
-                    if let Some(namespace) = child.namespace {
-                        base = base.within(&namespace);
-                    }
-                    if wake.send(base).is_err() {
-                        return;
-                    }
-                }
-            })));
-        }
+        guard.extend(self.watch_children());
         futures::stream::unfold(
             (guard, Arc::clone(&self.woken), dyntype),
             |(guard, woken, dyntype)| async move {
@@ -206,6 +180,43 @@ where
                 Some((object, (guard, woken, dyntype)))
             },
         )
+    }
+
+    /// Exports the count of objects by Ready status, read off `store`.
+    fn count_objects(&self, store: Store<K>) {
+        self.core
+            .metrics
+            .count_objects_with(&self.core.target.display(), move || {
+                let mut counts = ReadyCounts::default();
+                for obj in store.state() {
+                    counts.add(ready_status(obj.as_ref()).as_deref());
+                }
+                counts
+            });
+    }
+
+    /// Watches the children (when any kind is allowed), and wakes a base
+    /// when one of its children changes; the tasks stop when dropped.
+    fn watch_children(&self) -> Vec<AbortOnDrop> {
+        let Some(children) = &self.core.children else {
+            return Vec::new();
+        };
+        let (watches, mut woken) = children.watch();
+        let mut tasks: Vec<AbortOnDrop> = watches.into_iter().map(AbortOnDrop).collect();
+        let wake = self.wake.clone();
+        let ar = self.core.target.api_resource.clone();
+        tasks.push(AbortOnDrop(tokio::spawn(async move {
+            while let Some(child) = woken.recv().await {
+                let mut base = ObjectRef::new_with(&child.name, ar.clone());
+                if let Some(namespace) = child.namespace {
+                    base = base.within(&namespace);
+                }
+                if wake.send(base).is_err() {
+                    return;
+                }
+            }
+        })));
+        tasks
     }
 
     /// Passes `object`, an object of your own about to be written, through

@@ -1,15 +1,17 @@
 //! The handshake that lists a new instance: the heartbeat is checked, the
 //! plugin's socket confined and dialled, and `GetInfo` and `Probe` called.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kplug_proto::limits;
 use kplug_proto::v1::plugin_client::PluginClient;
-use kplug_proto::v1::{GetInfoRequest, HeartbeatRequest};
+use kplug_proto::v1::{GetInfoRequest, GetInfoResponse, HeartbeatRequest};
 use tokio::sync::{Notify, Semaphore};
 use tonic::Request;
+use tonic::transport::Channel;
 
 use super::Registry;
 use crate::confinement::confine;
@@ -20,6 +22,9 @@ use crate::refusal::{
 };
 
 impl Registry {
+    /// Lists a new instance: its socket confined and dialled, its
+    /// `GetInfo` checked and agreeing with the heartbeat, its
+    /// implementations claimed, and `Probe` called once.
     pub(super) async fn handshake(
         &self,
         req: &HeartbeatRequest,
@@ -39,66 +44,82 @@ impl Registry {
                 socket: socket.clone(),
                 message: error_chain(&e),
             })?;
+        let info = self.get_info(&req.name, &channel).await?;
+        check_info(req, &info)?;
+        self.shared.ownership.claim(
+            &info.name,
+            info.offers.iter().map(|o| o.implementation.as_str()),
+        )?;
+        let instance = self.instance(
+            req,
+            info,
+            Connection {
+                socket,
+                channel,
+                closed,
+                uid,
+            },
+        );
+        match instance.probe().await {
+            Ok(probe) => {
+                instance.ready.store(probe.ready, Ordering::Release);
+                if !probe.ready {
+                    tracing::info!(plugin = %instance.label(), message = probe.message, "plugin registered but not ready");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(plugin = %instance.label(), %error, "Probe failed; not routing work yet")
+            }
+        }
+        Ok(instance)
+    }
+
+    /// Calls `GetInfo` on plugin `name`, within the handshake's timeout.
+    async fn get_info(&self, name: &str, channel: &Channel) -> Result<GetInfoResponse, Refusal> {
+        let timeout = self.shared.config.handshake_timeout;
         let get_info = async {
             let mut request = Request::new(GetInfoRequest {});
-            request.set_timeout(config.handshake_timeout);
+            request.set_timeout(timeout);
             PluginClient::new(channel.clone())
                 .max_decoding_message_size(limits::MAX_REGISTRY_MESSAGE_BYTES)
                 .get_info(request)
                 .await
         };
-        let info = match tokio::time::timeout(config.handshake_timeout, get_info).await {
-            Ok(Ok(info)) => info.into_inner(),
-            Ok(Err(status)) => {
-                return Err(Refusal::GetInfo {
-                    name: req.name.clone(),
-                    source: CallError::Status {
-                        plugin: req.name.clone(),
-                        call: "GetInfo",
-                        code: status.code(),
-                        message: status.message().to_owned(),
-                    },
-                });
-            }
-            Err(_) => {
-                return Err(Refusal::GetInfo {
-                    name: req.name.clone(),
-                    source: CallError::Timeout {
-                        plugin: req.name.clone(),
-                        call: "GetInfo",
-                        after: config.handshake_timeout,
-                    },
-                });
-            }
+        let source = match tokio::time::timeout(timeout, get_info).await {
+            Ok(Ok(info)) => return Ok(info.into_inner()),
+            Ok(Err(status)) => CallError::Status {
+                plugin: name.to_owned(),
+                call: "GetInfo",
+                code: status.code(),
+                message: status.message().to_owned(),
+            },
+            Err(_) => CallError::Timeout {
+                plugin: name.to_owned(),
+                call: "GetInfo",
+                after: timeout,
+            },
         };
-        if info.name != req.name || info.protocol != kplug_proto::PROTOCOL {
-            return Err(Refusal::Mismatch {
-                name: req.name.clone(),
-                got: info.name,
-                protocol: info.protocol,
-                want: kplug_proto::PROTOCOL,
-            });
-        }
-        check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
-        check_declarations(&info.name, &info.hooks, &info.call_policies)?;
-        check_capabilities(&info.name, &info.capabilities, &info.offers)?;
-        check_mutations(&info.name, &info.capabilities, &info.mutations)?;
-        check_agreement(
-            &info.name,
-            (&req.hooks, &req.call_policies),
-            (&info.hooks, &info.call_policies),
-        )?;
-        self.shared.ownership.claim(
-            &info.name,
-            info.offers.iter().map(|o| o.implementation.as_str()),
-        )?;
+        Err(Refusal::GetInfo {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// The instance `info` describes, reached over `connection`.
+    fn instance(
+        &self,
+        req: &HeartbeatRequest,
+        info: GetInfoResponse,
+        connection: Connection,
+    ) -> PluginInstance {
+        let config = &self.shared.config;
         let max_in_flight = config.max_in_flight.max(1);
-        let instance = PluginInstance {
+        PluginInstance {
             name: info.name,
             version: info.version,
             instance_id: req.instance_id.clone(),
             description: info.description,
-            socket,
+            socket: connection.socket,
             offers: info.offers,
             capabilities: info
                 .capabilities
@@ -116,28 +137,48 @@ impl Registry {
             mutations: info.mutations,
             ready: false.into(),
             last_seen: Mutex::new(Instant::now()),
-            channel,
+            channel: connection.channel,
             in_flight: Arc::new(Semaphore::new(max_in_flight as usize)),
             max_in_flight,
-            closed,
+            closed: connection.closed,
             probe_timeout: config.handshake_timeout,
             max_response_bytes: config.max_response_bytes,
-            uid,
+            uid: connection.uid,
             metrics: self.shared.metrics.clone(),
-        };
-        match instance.probe().await {
-            Ok(probe) => {
-                instance.ready.store(probe.ready, Ordering::Release);
-                if !probe.ready {
-                    tracing::info!(plugin = %instance.label(), message = probe.message, "plugin registered but not ready");
-                }
-            }
-            Err(error) => {
-                tracing::warn!(plugin = %instance.label(), %error, "Probe failed; not routing work yet")
-            }
         }
-        Ok(instance)
     }
+}
+
+/// A dialled plugin socket.
+struct Connection {
+    socket: PathBuf,
+    channel: Channel,
+    /// Notified when the connection closes.
+    closed: Arc<Notify>,
+    /// The plugin process's user, from the socket's peer credentials.
+    uid: u32,
+}
+
+/// Whether `info` is the plugin the heartbeat `req` announced, speaking
+/// this protocol, within the limits, and declaring what it may.
+fn check_info(req: &HeartbeatRequest, info: &GetInfoResponse) -> Result<(), Refusal> {
+    if info.name != req.name || info.protocol != kplug_proto::PROTOCOL {
+        return Err(Refusal::Mismatch {
+            name: req.name.clone(),
+            got: info.name.clone(),
+            protocol: info.protocol.clone(),
+            want: kplug_proto::PROTOCOL,
+        });
+    }
+    check_sizes(&info.name, &info.version, &info.description, &info.offers)?;
+    check_declarations(&info.name, &info.hooks, &info.call_policies)?;
+    check_capabilities(&info.name, &info.capabilities, &info.offers)?;
+    check_mutations(&info.name, &info.capabilities, &info.mutations)?;
+    check_agreement(
+        &info.name,
+        (&req.hooks, &req.call_policies),
+        (&info.hooks, &info.call_policies),
+    )
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -14,37 +14,21 @@ use crate::plugin::PluginInstance;
 use crate::refusal::{Refusal, check_heartbeat};
 
 impl Registry {
+    /// Registers, renews or refuses the instance a heartbeat names; the
+    /// note for the plugin (empty when all is well).
     async fn handle_heartbeat(
         &self,
         req: HeartbeatRequest,
         uid: Option<u32>,
     ) -> Result<String, Refusal> {
-        check_heartbeat(&req)?;
-        // A plugin acts only as itself: its name belongs to one UID, and
-        // an instance is renewed only by the UID that registered it.
-        let Some(uid) = uid else {
-            return Err(Refusal::NoCredentials(req.name));
-        };
-        self.shared.names.check(&req.name, uid)?;
-        if self
-            .shared
-            .unregistered
-            .contains(&req.instance_id, std::time::Instant::now())
-        {
-            return Err(Refusal::Unregistered {
-                name: req.name,
-                instance_id: req.instance_id,
-            });
-        }
-        let known = self.current(&req.name, &req.instance_id);
-        if let Some(known) = known {
+        let uid = self.admit(&req, uid)?;
+        if let Some(known) = self.current(&req.name, &req.instance_id) {
             known.touch();
             if !known.is_ready() {
                 self.update_readiness(&known).await;
             }
             return Ok(String::new());
         }
-
         let name_lock = Arc::clone(
             self.shared
                 .handshakes
@@ -69,46 +53,90 @@ impl Registry {
         }
         let instance = Arc::new(self.handshake(&req, uid).await?);
         self.shared.names.claim(&req.name, uid)?;
-        let replaced = {
-            let mut plugins = self.write();
-            // Handshakes of other names run at the same time: they may have
-            // filled the room since the check above (measured: 65
-            // registered of 64). The check that counts is this one, made
-            // with the insert.
-            if plugins.len() >= self.shared.config.max_plugins && !plugins.contains_key(&req.name) {
-                let registered = plugins.len();
-                drop(plugins);
-                self.shared.ownership.release(&req.name);
-                self.shared.names.release(&req.name);
-                return Err(Refusal::TooMany {
-                    name: req.name,
-                    registered,
-                });
-            }
-            plugins.insert(req.name.clone(), instance.clone())
-        };
-        {
-            let mut offered = self
-                .shared
-                .offered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            for offer in &instance.offers {
-                if let Some(base) = &offer.base {
-                    offered.insert((
-                        base.group.clone(),
-                        base.kind.clone(),
-                        offer.implementation.clone(),
-                    ));
-                }
-            }
-        }
+        let replaced = self.insert(&req.name, &instance)?;
+        self.note_offers(&instance);
         self.watch_liveness(&instance);
         self.shared
             .metrics
             .set_plugin_up(&instance.name, instance.is_ready());
         self.changed();
-        let offers = describe_offers(&instance);
+        self.announce(&instance, replaced).await;
+        Ok(if instance.is_ready() {
+            String::new()
+        } else {
+            "registered, but Probe says not ready: no work is routed until it is".into()
+        })
+    }
+
+    /// The heartbeat's UID, if its caller may speak for the name it gives.
+    ///
+    /// A plugin acts only as itself: its name belongs to one UID, and an
+    /// instance is renewed only by the UID that registered it.
+    fn admit(&self, req: &HeartbeatRequest, uid: Option<u32>) -> Result<u32, Refusal> {
+        check_heartbeat(req)?;
+        let Some(uid) = uid else {
+            return Err(Refusal::NoCredentials(req.name.clone()));
+        };
+        self.shared.names.check(&req.name, uid)?;
+        if self
+            .shared
+            .unregistered
+            .contains(&req.instance_id, std::time::Instant::now())
+        {
+            return Err(Refusal::Unregistered {
+                name: req.name.clone(),
+                instance_id: req.instance_id.clone(),
+            });
+        }
+        Ok(uid)
+    }
+
+    /// Lists `instance` under `name`, unless the registry is full; the
+    /// instance it replaced, if any.
+    fn insert(
+        &self,
+        name: &str,
+        instance: &Arc<PluginInstance>,
+    ) -> Result<Option<Arc<PluginInstance>>, Refusal> {
+        let mut plugins = self.write();
+        // Handshakes of other names run at the same time: they may have
+        // filled the room since the check before the handshake (measured:
+        // 65 registered of 64). The check that counts is this one, made
+        // with the insert.
+        if plugins.len() >= self.shared.config.max_plugins && !plugins.contains_key(name) {
+            let registered = plugins.len();
+            drop(plugins);
+            self.shared.ownership.release(name);
+            self.shared.names.release(name);
+            return Err(Refusal::TooMany {
+                name: name.to_owned(),
+                registered,
+            });
+        }
+        Ok(plugins.insert(name.to_owned(), Arc::clone(instance)))
+    }
+
+    /// Remembers the implementations `instance` offers.
+    fn note_offers(&self, instance: &PluginInstance) {
+        let mut offered = self
+            .shared
+            .offered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for offer in &instance.offers {
+            if let Some(base) = &offer.base {
+                offered.insert((
+                    base.group.clone(),
+                    base.kind.clone(),
+                    offer.implementation.clone(),
+                ));
+            }
+        }
+    }
+
+    /// The Event of a registration, or of a replaced instance.
+    async fn announce(&self, instance: &PluginInstance, replaced: Option<Arc<PluginInstance>>) {
+        let offers = describe_offers(instance);
         match replaced {
             Some(old) => {
                 // In-flight calls on the old instance keep their channel and
@@ -134,11 +162,6 @@ impl Registry {
                 .await;
             }
         }
-        Ok(if instance.is_ready() {
-            String::new()
-        } else {
-            "registered, but Probe says not ready: no work is routed until it is".into()
-        })
     }
 
     async fn update_readiness(&self, instance: &Arc<PluginInstance>) {

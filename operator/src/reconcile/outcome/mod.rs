@@ -3,6 +3,7 @@
 //! metric label and when to look at it again.
 
 mod metrics;
+mod text;
 
 use std::time::Duration;
 
@@ -162,138 +163,6 @@ impl Outcome {
         }
     }
 
-    /// The CamelCase reason of a call's outcome.
-    fn reason(&self) -> &'static str {
-        match self {
-            Self::Done {
-                call: Call::Reconcile,
-                ..
-            } => "ReconcileSucceeded",
-            Self::Done { .. } => "Finalizing",
-            Self::Retry {
-                call: Call::Reconcile,
-                ..
-            } => "Retrying",
-            Self::Retry { .. } => "Finalizing",
-            Self::Failed {
-                call: Call::Reconcile,
-                ..
-            } => "PluginFailed",
-            Self::Failed { .. } => "FinalizeFailed",
-            Self::CallFailed { error, .. } => error.reason(),
-            Self::Invalid { .. } => "InvalidPluginResponse",
-            Self::StatusRefused { .. } => "StatusWriteFailed",
-            Self::NotSupported { .. } => "NotSupported",
-            Self::Children {
-                problem: ChildProblem::Refused(_),
-                ..
-            } => "ChildRefused",
-            Self::Children {
-                problem: ChildProblem::Held(_),
-                ..
-            } => "WaitingForMutator",
-            Self::Children { .. } => "ChildApplyFailed",
-            Self::HookStopped { .. } => "HookFailed",
-            Self::All(_) => "Reconciled",
-            Self::WaitingForPlugin | Self::Woken | Self::Queued => "WaitingForPlugin",
-            Self::WaitingForExtensions | Self::ExtensionsExpected { .. } => "WaitingForExtensions",
-            Self::Busy => "PluginBusy",
-            Self::Stale => "CacheBehind",
-            Self::Vanished => "ObjectGone",
-            Self::Reselected => "Reselected",
-            Self::Finalized => "Finalized",
-        }
-    }
-
-    /// What a person reads in the condition and the Event.
-    pub(crate) fn message(&self) -> String {
-        match self {
-            Self::Done {
-                plugin, message, ..
-            }
-            | Self::Retry {
-                plugin, message, ..
-            }
-            | Self::Failed {
-                plugin, message, ..
-            } => with_plugin(plugin, message),
-            Self::CallFailed { error, .. } => error.to_string(),
-            Self::Invalid {
-                call: Call::Reconcile,
-                plugin,
-                problem,
-            } => format!(
-                "plugin {plugin} returned an invalid response, nothing of it was written: {problem}"
-            ),
-            Self::Invalid {
-                call: Call::Finalize,
-                plugin,
-                problem,
-            } => format!("plugin {plugin} returned an invalid Finalize response: {problem}"),
-            Self::StatusRefused {
-                plugin,
-                what,
-                message,
-            } => format!(
-                "the API server refused plugin {plugin}'s status ({what}): {message}; nothing else of its answer was applied"
-            ),
-            Self::NotSupported { plugin } => {
-                format!("plugin {plugin} does not advertise Reconcile")
-            }
-            Self::Children {
-                plugin,
-                problem: ChildProblem::Refused(refused),
-            } => format!(
-                "plugin {plugin}: {} refused, nothing of it applied: {}",
-                if refused.len() == 1 {
-                    "a child was"
-                } else {
-                    "children were"
-                },
-                refused.join("; ")
-            ),
-            Self::Children {
-                plugin,
-                problem: ChildProblem::ApplyFailed(message),
-            } => format!("plugin {plugin}: {message}"),
-            Self::Children {
-                plugin,
-                problem: ChildProblem::Held(held),
-            } => format!(
-                "plugin {plugin}: not applied until the mutator can patch it (applying without it would roll the workload twice): {}",
-                held.join("; ")
-            ),
-            Self::HookStopped {
-                plugin,
-                hook,
-                phase,
-                implementation,
-                message,
-                ..
-            } => format!(
-                "hook {hook} of plugin {plugin} ({phase}, sync-enforce) did not succeed: {message}; {}",
-                hook_stopped(phase, implementation)
-            ),
-            Self::All(outcomes) => combine(outcomes).message,
-            Self::WaitingForPlugin | Self::Woken | Self::Queued => {
-                "the plugin is called once it is available".into()
-            }
-            Self::WaitingForExtensions | Self::ExtensionsExpected { .. } => {
-                "the plugin is not called until every referenced extension exists".into()
-            }
-            Self::Busy => {
-                "the plugin's share of the workers is taken; looking again when a place is free"
-                    .into()
-            }
-            Self::Stale => {
-                "the cached object is behind the API server; looking again shortly".into()
-            }
-            Self::Vanished => "the object is gone or being deleted".into(),
-            Self::Reselected => "left the recorded implementation; choosing again".into(),
-            Self::Finalized => "clean-up done; the object can go".into(),
-        }
-    }
-
     /// The Warning Event this outcome is worth, as (reason, action, note):
     /// failures a person may have to act on. Waits publish their own.
     pub(crate) fn event(&self) -> Option<(EventType, &'static str, &'static str, String)> {
@@ -380,8 +249,6 @@ impl Outcome {
     }
 }
 
-/// Several plugins' `Reconciled` conditions as one: the first that is not
-/// true, else true with every message.
 /// What went wrong with a plugin's children ([`Outcome::Children`]).
 #[derive(Debug)]
 pub(crate) enum ChildProblem {
@@ -395,6 +262,8 @@ pub(crate) enum ChildProblem {
     Held(Vec<String>),
 }
 
+/// Several plugins' `Reconciled` conditions as one: the first that is not
+/// true, else true with every message.
 fn combine(outcomes: &[Outcome]) -> Condition {
     let conditions: Vec<Condition> = outcomes.iter().map(Outcome::condition).collect();
     if let [only] = conditions.as_slice() {
@@ -413,27 +282,5 @@ fn combine(outcomes: &[Outcome]) -> Condition {
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
-    }
-}
-
-/// What a `sync-enforce` hook that did not succeed at `phase` held back.
-fn hook_stopped(phase: &str, implementation: &str) -> String {
-    match phase {
-        "before-reconcile" => format!("{implementation} was not called"),
-        "after-reconcile" => "the object is not Ready until it succeeds".to_owned(),
-        "before-finalize" => {
-            format!("{implementation}'s Finalize was not called; the finalizer stays")
-        }
-        _ => "the finalizer stays until it succeeds".to_owned(),
-    }
-}
-
-/// `plugin <label>: <message>`, or `plugin <label>` when the plugin said
-/// nothing.
-pub(crate) fn with_plugin(label: &str, message: &str) -> String {
-    if message.is_empty() {
-        format!("plugin {label}")
-    } else {
-        format!("plugin {label}: {message}")
     }
 }

@@ -11,7 +11,7 @@ use super::super::outcome::ChildProblem;
 use super::super::{Backend, Core, Outcome};
 use crate::children::{ChildState, Sync};
 use crate::selection::Candidate;
-use crate::status::Checked;
+use crate::status::{Checked, Intent};
 
 /// The key of `status.children`, the list of each child and its state.
 pub(super) const STATUS_KEY: &str = "children";
@@ -41,20 +41,11 @@ pub(super) async fn sync<B: Backend>(
     let plugin = instance.label();
     let Some(children) = &core.children else {
         // No kind is allowed at all: each child says so.
-        let refused = intents
-            .iter()
-            .map(|i| {
-                format!(
-                    "{}: the operator allows no child kinds (--child-kinds)",
-                    i.key
-                )
-            })
-            .collect::<Vec<_>>();
-        if refused.is_empty() {
-            return (None, outcome);
-        }
-        let problem = ChildProblem::Refused(refused);
-        return (None, Outcome::Children { plugin, problem });
+        let problem = none_allowed(intents);
+        return (
+            None,
+            problem.map_or(outcome, |problem| Outcome::Children { plugin, problem }),
+        );
     };
     let declared = instance
         .offer(&core.kind(), &target.implementation)
@@ -85,25 +76,43 @@ pub(super) async fn sync<B: Backend>(
         )
         .await;
     }
-    let outcome = if let Some(message) = report.failed {
-        Outcome::Children {
-            plugin,
-            problem: ChildProblem::ApplyFailed(message),
-        }
-    } else if !report.refused.is_empty() {
-        Outcome::Children {
-            plugin,
-            problem: ChildProblem::Refused(report.refused),
-        }
-    } else if !report.held.is_empty() {
-        Outcome::Children {
-            plugin,
-            problem: ChildProblem::Held(report.held),
-        }
-    } else {
-        outcome
+    let outcome = match problem(report.failed, report.refused, report.held) {
+        Some(problem) => Outcome::Children { plugin, problem },
+        None => outcome,
     };
     (Some(report.states), outcome)
+}
+
+/// Each child refused, when `--child-kinds` allows no kind at all.
+fn none_allowed(intents: &[Intent]) -> Option<ChildProblem> {
+    let refused: Vec<String> = intents
+        .iter()
+        .map(|i| {
+            format!(
+                "{}: the operator allows no child kinds (--child-kinds)",
+                i.key
+            )
+        })
+        .collect();
+    (!refused.is_empty()).then_some(ChildProblem::Refused(refused))
+}
+
+/// What went wrong with the children, the worst first: the API server's
+/// refusal, then a rule's, then a mutator's absence.
+fn problem(
+    failed: Option<String>,
+    refused: Vec<String>,
+    held: Vec<String>,
+) -> Option<ChildProblem> {
+    if let Some(message) = failed {
+        Some(ChildProblem::ApplyFailed(message))
+    } else if !refused.is_empty() {
+        Some(ChildProblem::Refused(refused))
+    } else if !held.is_empty() {
+        Some(ChildProblem::Held(held))
+    } else {
+        None
+    }
 }
 
 /// `status.children` for `states`, or as the object has it when the
