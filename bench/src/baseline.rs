@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kplug_sidecar::{Plugin, Request};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -95,26 +95,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let (mut leading, _renewing) = lease.watch().await;
     leading.wait_for(|leading| *leading).await?;
     let (tables_ar, extensions_ar) = (table_resource(), extension_resource());
-    let tables: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &args.namespace, &tables_ar);
-    let extensions: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &args.namespace, &extensions_ar);
-
-    let writer = Writer::new(tables_ar.clone());
-    let store = writer.as_reader();
-    let table_changes = watcher(tables, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(predicates::generation, PredicateConfig::default());
-    let extension_writer = Writer::new(extensions_ar.clone());
-    let extension_store = extension_writer.as_reader();
-    let extension_changes = watcher(extensions, watcher::Config::default())
-        .default_backoff()
-        .reflect(extension_writer)
-        .applied_objects()
-        .predicate_filter(predicates::generation, PredicateConfig::default());
-
+    let (table_changes, store) = watch(&client, &args.namespace, &tables_ar);
+    let (extension_changes, extension_store) = watch(&client, &args.namespace, &extensions_ar);
     let referrers = store.clone();
     let ar = tables_ar.clone();
     let naming = move |extension: DynamicObject| {
@@ -148,6 +130,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             anyhow::bail!("lost the leader Lease")
         }
     }
+}
+
+/// A cached watch of `ar`'s objects in `namespace`: their spec changes,
+/// and the cache.
+fn watch(
+    client: &Client,
+    namespace: &str,
+    ar: &ApiResource,
+) -> (
+    impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + use<>,
+    Store<DynamicObject>,
+) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, ar);
+    let writer = Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let changes = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, PredicateConfig::default());
+    (changes, store)
 }
 
 /// The name of the SQLite extension `table` names, if any.
@@ -187,33 +190,7 @@ async fn reconcile(table: Arc<DynamicObject>, context: Arc<Context>) -> Result<A
     .map_err(|e| failed("decoding", &table)(&e))?;
 
     if table.metadata.deletion_timestamp.is_some() {
-        if !table.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(Action::await_change());
-        }
-        let finalized = context
-            .plugin
-            .finalize(request)
-            .await
-            .map_err(|e| failed("finalizing", &table)(&e))?
-            .to_json();
-        if finalized["outcome"] != "OK" {
-            return Ok(Action::requeue(RETRY));
-        }
-        let rest: Vec<_> = table
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        let patch =
-            json!({"metadata": {"finalizers": rest, "resourceVersion": table.resource_version()}});
-        api.patch(
-            &table.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-        .map_err(|e| failed("removing the finalizer", &table)(&e))?;
-        return Ok(Action::await_change());
+        return finalize(&table, &api, &context, request).await;
     }
     if !table.finalizers().iter().any(|f| f == FINALIZER) {
         let mut finalizers = table.finalizers().to_vec();
@@ -234,8 +211,65 @@ async fn reconcile(table: Arc<DynamicObject>, context: Arc<Context>) -> Result<A
         .await
         .map_err(|e| failed("reconciling", &table)(&e))?
         .to_json();
+    write(&table, &api, &context, extension.as_deref(), &response).await?;
+    Ok(match response["outcome"].as_str() {
+        Some("OK") => Action::await_change(),
+        Some("RETRY") => Action::requeue(Duration::from_secs_f64(
+            response["retryAfterSeconds"].as_f64().unwrap_or(1.0),
+        )),
+        _ => Action::requeue(RETRY),
+    })
+}
+
+/// Calls Finalize for a table being deleted, and lets it go once the
+/// plugin is done.
+async fn finalize(
+    table: &DynamicObject,
+    api: &Api<DynamicObject>,
+    context: &Context,
+    request: Request,
+) -> Result<Action, Failed> {
+    if !table.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let finalized = context
+        .plugin
+        .finalize(request)
+        .await
+        .map_err(|e| failed("finalizing", table)(&e))?
+        .to_json();
+    if finalized["outcome"] != "OK" {
+        return Ok(Action::requeue(RETRY));
+    }
+    let rest: Vec<_> = table
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let patch =
+        json!({"metadata": {"finalizers": rest, "resourceVersion": table.resource_version()}});
+    api.patch(
+        &table.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map_err(|e| failed("removing the finalizer", table)(&e))?;
+    Ok(Action::await_change())
+}
+
+/// Writes the plugin's answer: the extension's status, the table's status
+/// with the conditions, and the plugin's Events.
+async fn write(
+    table: &DynamicObject,
+    api: &Api<DynamicObject>,
+    context: &Context,
+    extension: Option<&DynamicObject>,
+    response: &Value,
+) -> Result<(), Failed> {
+    let ns = table.namespace().unwrap_or_default();
     let apply = PatchParams::apply(MANAGER).force();
-    if let Some(extension) = &extension {
+    if let Some(extension) = extension {
         let extensions: Api<DynamicObject> =
             Api::namespaced_with(context.client.clone(), &ns, &extension_resource());
         for status in response["extensionStatuses"]
@@ -250,7 +284,7 @@ async fn reconcile(table: Arc<DynamicObject>, context: Arc<Context>) -> Result<A
             extensions
                 .patch_status(&extension.name_any(), &apply, &Patch::Apply(body))
                 .await
-                .map_err(|e| failed("writing the extension's status", &table)(&e))?;
+                .map_err(|e| failed("writing the extension's status", table)(&e))?;
         }
     }
     let ok = response["outcome"] == "OK";
@@ -261,12 +295,12 @@ async fn reconcile(table: Arc<DynamicObject>, context: Arc<Context>) -> Result<A
         json!(table.metadata.generation),
     );
     status.insert("implementation".into(), json!("SQLite"));
-    status.insert("conditions".into(), conditions(&table, &response, ok));
+    status.insert("conditions".into(), conditions(table, response, ok));
     let body =
         json!({"apiVersion": "myorg.org/v1alpha1", "kind": "DatabaseTable", "status": status});
     api.patch_status(&table.name_any(), &apply, &Patch::Apply(body))
         .await
-        .map_err(|e| failed("writing the status", &table)(&e))?;
+        .map_err(|e| failed("writing the status", table)(&e))?;
 
     let reference = table.object_ref(&table_resource());
     for event in response["events"].as_array().into_iter().flatten() {
@@ -285,13 +319,7 @@ async fn reconcile(table: Arc<DynamicObject>, context: Arc<Context>) -> Result<A
             tracing::warn!(%error, "publishing an Event");
         }
     }
-    Ok(match response["outcome"].as_str() {
-        Some("OK") => Action::await_change(),
-        Some("RETRY") => Action::requeue(Duration::from_secs_f64(
-            response["retryAfterSeconds"].as_f64().unwrap_or(1.0),
-        )),
-        _ => Action::requeue(RETRY),
-    })
+    Ok(())
 }
 
 /// `Ready` and the plugin's conditions, each keeping its

@@ -204,20 +204,7 @@ impl Config {
 
 /// The servers of one SDK's pair, where `make bench` builds them.
 fn pair(name: &str, root: &Path, target: &Path) -> Pair {
-    let exists = |path: PathBuf| {
-        assert!(
-            path.exists(),
-            "{} is missing: `make bench` builds it (or leave {name} out of KPLUG_BENCH_SDKS)",
-            path.display()
-        );
-        path
-    };
-    let spec = |program: PathBuf, args: &[PathBuf], sdk: bool| ServerSpec {
-        program,
-        args: args.iter().map(|a| a.display().to_string()).collect(),
-        env: vec![],
-        sdk,
-    };
+    let exists = |path: PathBuf| built(path, name);
     match name {
         "rust" => {
             let this = std::env::current_exe().unwrap();
@@ -265,6 +252,26 @@ fn pair(name: &str, root: &Path, target: &Path) -> Pair {
             }
         }
         other => panic!("KPLUG_BENCH_SDKS: unknown SDK {other:?} (rust, go, typescript, python)"),
+    }
+}
+
+/// `path`, which `make bench` builds for SDK `name`.
+fn built(path: PathBuf, name: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{} is missing: `make bench` builds it (or leave {name} out of KPLUG_BENCH_SDKS)",
+        path.display()
+    );
+    path
+}
+
+/// A server run as `program args`.
+fn spec(program: PathBuf, args: &[PathBuf], sdk: bool) -> ServerSpec {
+    ServerSpec {
+        program,
+        args: args.iter().map(|a| a.display().to_string()).collect(),
+        env: vec![],
+        sdk,
     }
 }
 

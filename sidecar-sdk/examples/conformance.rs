@@ -92,6 +92,40 @@ fn outcome(c: &Map<String, Value>, request: &Request) -> Result<Response, BoxErr
     Ok(response)
 }
 
+/// The status the directives ask for: `status`, with the request echoed
+/// (`echo`) and the observed children named (`echoChildren`).
+fn reconcile_status(c: &Map<String, Value>, request: &Request) -> Option<Value> {
+    let mut status = c.get("status").cloned();
+    if c.get("echo").and_then(Value::as_bool) == Some(true) {
+        let echo = json!({
+            "implementation": request.implementation(),
+            "name": request.name(),
+            "namespace": request.namespace(),
+            "generation": request.object().generation().unwrap_or(0),
+            "extensions": request.extensions().iter().map(|e| format!("{}/{}", e.kind(), e.name())).collect::<Vec<_>>(),
+            "data": request.object().spec().get("data").cloned().unwrap_or(Value::Null),
+        });
+        let mut merged = status
+            .and_then(|s| s.as_object().cloned())
+            .unwrap_or_default();
+        merged.insert("echo".into(), echo);
+        status = Some(Value::Object(merged));
+    }
+    if c.get("echoChildren").and_then(Value::as_bool) == Some(true) {
+        let observed: Vec<String> = request
+            .children()
+            .iter()
+            .map(|c| format!("{}/{}", c.kind(), c.name()))
+            .collect();
+        let mut merged = status
+            .and_then(|s| s.as_object().cloned())
+            .unwrap_or_default();
+        merged.insert("observedChildren".into(), json!(observed));
+        status = Some(Value::Object(merged));
+    }
+    status
+}
+
 impl Plugin for Conformance {
     async fn reconcile(&self, request: Request) -> Result<Response, BoxError> {
         let c = spec_c(&request);
@@ -105,34 +139,7 @@ impl Plugin for Conformance {
             return Ok(Response::ok().message("readiness set"));
         }
         let mut response = outcome(&c, &request)?;
-        let mut status = c.get("status").cloned();
-        if c.get("echo").and_then(Value::as_bool) == Some(true) {
-            let echo = json!({
-                "implementation": request.implementation(),
-                "name": request.name(),
-                "namespace": request.namespace(),
-                "generation": request.object().generation().unwrap_or(0),
-                "extensions": request.extensions().iter().map(|e| format!("{}/{}", e.kind(), e.name())).collect::<Vec<_>>(),
-                "data": request.object().spec().get("data").cloned().unwrap_or(Value::Null),
-            });
-            let mut merged = status
-                .and_then(|s| s.as_object().cloned())
-                .unwrap_or_default();
-            merged.insert("echo".into(), echo);
-            status = Some(Value::Object(merged));
-        }
-        if c.get("echoChildren").and_then(Value::as_bool) == Some(true) {
-            let observed: Vec<String> = request
-                .children()
-                .iter()
-                .map(|c| format!("{}/{}", c.kind(), c.name()))
-                .collect();
-            let mut merged = status
-                .and_then(|s| s.as_object().cloned())
-                .unwrap_or_default();
-            merged.insert("observedChildren".into(), json!(observed));
-            status = Some(Value::Object(merged));
-        }
+        let status = reconcile_status(&c, &request);
         if let Some(status) = status {
             response = response.status(status);
         }
