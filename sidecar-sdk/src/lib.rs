@@ -46,6 +46,7 @@
 mod admission;
 mod heartbeat;
 mod hooks;
+mod info;
 mod mutate;
 mod object;
 mod plugin;
