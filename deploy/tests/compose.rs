@@ -2,6 +2,10 @@
 //! validation and consistency checks of `docker compose config`; no
 //! container engine here), then its services and the shared socket volume
 //! asserted.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -18,6 +18,10 @@
 //!
 //! Needs the Docker engine with Compose v2 and the images and stand-ins of
 //! `make images`; without them it fails, saying so.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};

@@ -6,6 +6,10 @@
 //! whose `-p` package has the binary the image copies, the Python plugin
 //! installs from exactly the copied files into a fresh virtualenv, and the
 //! Go module of kube-testenv resolves from them.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -14,6 +14,10 @@
 //!
 //! They need the images (`make images`) and the databases' DSNs in the
 //! environment (`make test` sets them); without either they fail, saying so.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::net::IpAddr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};

@@ -4,6 +4,10 @@
 //! through Pod Security admission), and the rendered Deployment is the
 //! operator plus exactly the overlay's plugins, sharing one socket volume,
 //! with API credentials in the operator container only.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -20,6 +20,10 @@
 //!
 //! Root only; needs `make images`, `make node-binaries` and the databases'
 //! DSNs in the environment (`make test` provides all three).
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -10,6 +10,10 @@
 //!   token from the TokenRequest API, reconciles the walkthrough's table
 //!   through a real plugin: finalizer, status, extension status, Events and
 //!   deletion all work with exactly these permissions.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::BTreeSet;
 use std::process::Stdio;

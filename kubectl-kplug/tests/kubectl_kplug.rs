@@ -3,6 +3,10 @@
 //! registered, `why` names what blocks an object and what to do (a plugin
 //! gone, a child refused or waiting for a mutator), `replay` sends a local
 //! plugin the operator's request.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 // The operator's end-to-end test support: a namespace with the walkthrough's
 // CRDs, the real kplug-operator and real plugin processes.

@@ -6,6 +6,10 @@
 //! example's SQLite plugin (Validate) and MariaDB plugin (Default: the
 //! extension's storage engine; no MariaDB server is needed for that), and
 //! the SQLiteShell shell plugin (Validate by a script, under kplug-exec).
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

@@ -1,4 +1,8 @@
 //! Bad input gets a clear condition or error, and nothing else breaks.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

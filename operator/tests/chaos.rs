@@ -20,6 +20,10 @@
 //! at least 24 s (`KPLUG_CHAOS_SECONDS`); `make chaos` runs 500 for 40 s.
 //! The edit schedule comes from a seed that is printed;
 //! `KPLUG_CHAOS_SEED` replays one.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

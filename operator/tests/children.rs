@@ -13,6 +13,10 @@
 //! - two bases that desire one name: the second is refused;
 //! - the children go with their base;
 //! - the operator's capabilities are negotiated.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

@@ -3,6 +3,10 @@
 //! on one socket dir, real MariaDB and PostgreSQL servers
 //! (`examples/database-table/dev/databases.sh`), a real kube-apiserver.
 //! Every database effect is checked by querying the database itself.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

@@ -1,5 +1,9 @@
 //! End-to-end: the real kube-apiserver (kplug-testenv), the real
 //! `kplug-operator` binary, real plugin processes on real Unix sockets.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

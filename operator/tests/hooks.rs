@@ -1,6 +1,10 @@
 //! Lifecycle hooks and call deadlines, with real plugin processes on the
 //! real control plane: the scripted plugin declares hooks (`SCRIPTED_HOOKS`)
 //! and each object's annotations script what each hook answers.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

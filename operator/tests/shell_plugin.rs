@@ -5,6 +5,10 @@
 //! resource's conditions, and drops the table on delete; its hooks back
 //! the file up before a change of columns (sync-enforce: no backup, no
 //! change) and append to an audit log after each reconcile (async).
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

@@ -2,6 +2,10 @@
 //! reconcile is one trace holding the operator's spans and the plugin's
 //! (which continues it from the W3C traceparent the operator sends), and
 //! the object's Ready condition names that trace (Reconciled does while it is not True).
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

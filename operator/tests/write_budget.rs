@@ -9,6 +9,10 @@
 //!   `--selection all` each plugin's fields are kept apart;
 //! - a crash between the record and the status write never changes the
 //!   implementation.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 mod support;
 

@@ -1,5 +1,9 @@
 //! Acceptance tests of issue 2 against the real control plane: what kplug
 //! relies on from the API server works here as in a cluster.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::time::Duration;
 

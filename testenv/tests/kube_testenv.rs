@@ -2,6 +2,10 @@
 //! end of its life: every case ends with a clear message or a clean exit,
 //! within a bound, never a hang. These tests run their own kube-testenv
 //! processes, not the shared control plane.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;

@@ -6,6 +6,10 @@
 //!
 //! Root only, like the node itself; needs `make node-binaries` (`make test`
 //! builds them). One node runs per machine, so the tests take turns.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::time::Duration;
 

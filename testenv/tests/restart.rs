@@ -7,6 +7,10 @@
 //!
 //! Restart timings are printed (straight to stderr, past the test harness's
 //! capture), not asserted: they depend on the machine.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::io::Write;
 use std::time::{Duration, Instant};

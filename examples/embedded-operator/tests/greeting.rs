@@ -1,5 +1,9 @@
 //! The embedded operator on the real control plane, with the Rust SDK's
 //! hello plugin on a real socket: its own step, then kplug's.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -13,6 +13,10 @@
 //! The operator under test gets [`ApiProxy::kubeconfig`]; everything else it
 //! does reaches the real API server unchanged, and the proxy lists its
 //! requests ([`ApiProxy::requests`]) and writes ([`ApiProxy::writes`]).
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::HashMap;
 use std::convert::Infallible;

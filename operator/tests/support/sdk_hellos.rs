@@ -5,6 +5,10 @@
 //! Event); a SIGTERM with a call in flight unregisters, drains the call and
 //! exits 0; a SIGKILL is noticed in under 1 s; a deletion calls Finalize and
 //! the object goes. `go_typescript_plugins.rs` and `java_plugins.rs` run it.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,5 +1,9 @@
 //! The SQLite plugin's column semantics on a real SQLite file, checked by
 //! reading SQLite's own catalog.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use database_table_model::{ColumnSpec, DeletionPolicy, TableSpec, validate};
 use rusqlite::Connection;

@@ -1,5 +1,9 @@
 //! One reconcile call and what it does: extensions held or sent, retry
 //! and failure, refused statuses, and the calls that are not made.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::time::Duration;
 

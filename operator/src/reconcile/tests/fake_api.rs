@@ -1,6 +1,10 @@
 //! An in-memory API server for the reconcile's unit tests: a kube `Client`
 //! over a tower service that keeps the objects, applies JSON patches, and
 //! records every status apply and Event, so a test can say what was written.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::collections::HashMap;
 use std::convert::Infallible;
