@@ -10,6 +10,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     let mut config = prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
-    tonic_prost_build::configure().compile_with_config(config, &protos, &["."])?;
+    // Default stubs: a plugin written from the proto alone implements the
+    // calls it supports, and the rest answer UNIMPLEMENTED, which is what
+    // the protocol asks of a call whose capability is not advertised.
+    tonic_prost_build::configure()
+        .generate_default_stubs(true)
+        .compile_with_config(config, &protos, &["."])?;
     Ok(())
 }

@@ -142,6 +142,8 @@ async fn bad_registrations_are_refused_with_a_reason() {
 /// would never build: invalid JSON, or a status for an object it was not sent.
 struct Rogue;
 
+// The calls it does not serve answer UNIMPLEMENTED (the generated default
+// stubs), as the protocol asks of a call whose capability is not advertised.
 #[tonic::async_trait]
 impl Plugin for Rogue {
     async fn get_info(
@@ -225,39 +227,6 @@ impl Plugin for Rogue {
             outcome: Outcome::Ok as i32,
             ..Default::default()
         }))
-    }
-
-    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
-    async fn validate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Validate",
-        ))
-    }
-    async fn default(
-        &self,
-        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Default",
-        ))
-    }
-    async fn hook(
-        &self,
-        _: tonic::Request<kplug_proto::v1::HookRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Hook",
-        ))
-    }
-
-    async fn mutate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::MutateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 
@@ -979,6 +948,8 @@ async fn a_plugin_name_belongs_to_its_uid_and_sockets_are_checked_on_every_dial(
 /// A plugin whose GetInfo never answers.
 struct Hanging;
 
+// The calls it does not serve answer UNIMPLEMENTED (the generated default
+// stubs), as the protocol asks of a call whose capability is not advertised.
 #[tonic::async_trait]
 impl Plugin for Hanging {
     async fn get_info(
@@ -1005,39 +976,6 @@ impl Plugin for Hanging {
         _: tonic::Request<FinalizeRequest>,
     ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
         Err(tonic::Status::unavailable("never"))
-    }
-
-    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
-    async fn validate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Validate",
-        ))
-    }
-    async fn default(
-        &self,
-        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Default",
-        ))
-    }
-    async fn hook(
-        &self,
-        _: tonic::Request<kplug_proto::v1::HookRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Hook",
-        ))
-    }
-
-    async fn mutate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::MutateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 
@@ -1255,6 +1193,8 @@ struct Fake {
     implementation: String,
 }
 
+// The calls it does not serve answer UNIMPLEMENTED (the generated default
+// stubs), as the protocol asks of a call whose capability is not advertised.
 #[tonic::async_trait]
 impl Plugin for Fake {
     async fn get_info(
@@ -1272,51 +1212,6 @@ impl Plugin for Fake {
         _: tonic::Request<ProbeRequest>,
     ) -> Result<tonic::Response<ProbeResponse>, tonic::Status> {
         Ok(tonic::Response::new(ready()))
-    }
-    async fn reconcile(
-        &self,
-        _: tonic::Request<ReconcileRequest>,
-    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not called here"))
-    }
-    async fn finalize(
-        &self,
-        _: tonic::Request<FinalizeRequest>,
-    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not called here"))
-    }
-
-    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
-    async fn validate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Validate",
-        ))
-    }
-    async fn default(
-        &self,
-        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Default",
-        ))
-    }
-    async fn hook(
-        &self,
-        _: tonic::Request<kplug_proto::v1::HookRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "this test plugin does not implement Hook",
-        ))
-    }
-
-    async fn mutate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::MutateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::MutateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 

@@ -120,6 +120,8 @@ struct Keeper {
     declared: Declared,
 }
 
+// The calls it does not serve answer UNIMPLEMENTED (the generated default
+// stubs), as the protocol asks of a call whose capability is not advertised.
 #[tonic::async_trait]
 impl Plugin for Keeper {
     async fn get_info(
@@ -205,41 +207,6 @@ impl Plugin for Keeper {
             children,
             ..ReconcileResponse::default()
         }))
-    }
-
-    async fn finalize(
-        &self,
-        _: tonic::Request<FinalizeRequest>,
-    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Finalize"))
-    }
-
-    async fn validate(
-        &self,
-        _: tonic::Request<ValidateRequest>,
-    ) -> Result<tonic::Response<ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Validate"))
-    }
-
-    async fn default(
-        &self,
-        _: tonic::Request<DefaultRequest>,
-    ) -> Result<tonic::Response<DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Default"))
-    }
-
-    async fn hook(
-        &self,
-        _: tonic::Request<HookRequest>,
-    ) -> Result<tonic::Response<HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Hook"))
-    }
-
-    async fn mutate(
-        &self,
-        _: tonic::Request<MutateRequest>,
-    ) -> Result<tonic::Response<MutateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Mutate"))
     }
 }
 
@@ -907,6 +874,8 @@ fn backup_heartbeat() -> HeartbeatRequest {
     }
 }
 
+// The calls it does not serve answer UNIMPLEMENTED (the generated default
+// stubs), as the protocol asks of a call whose capability is not advertised.
 #[tonic::async_trait]
 impl Plugin for Backup {
     async fn get_info(
@@ -935,41 +904,6 @@ impl Plugin for Backup {
             ready: true,
             message: String::new(),
         }))
-    }
-
-    async fn reconcile(
-        &self,
-        _: tonic::Request<ReconcileRequest>,
-    ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Reconcile"))
-    }
-
-    async fn finalize(
-        &self,
-        _: tonic::Request<FinalizeRequest>,
-    ) -> Result<tonic::Response<FinalizeResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Finalize"))
-    }
-
-    async fn validate(
-        &self,
-        _: tonic::Request<ValidateRequest>,
-    ) -> Result<tonic::Response<ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Validate"))
-    }
-
-    async fn default(
-        &self,
-        _: tonic::Request<DefaultRequest>,
-    ) -> Result<tonic::Response<DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Default"))
-    }
-
-    async fn hook(
-        &self,
-        _: tonic::Request<HookRequest>,
-    ) -> Result<tonic::Response<HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("Hook"))
     }
 
     async fn mutate(
