@@ -39,6 +39,7 @@ async fn a_shell_plugin_passes_every_check_of_the_conformance_kit() {
         ],
         only: None,
         cases: None,
+        only_cases: Vec::new(),
         start_timeout: Duration::from_secs(30),
     };
     let outcomes = kplug_conformance::run(&options).await.unwrap();
@@ -840,6 +841,7 @@ async fn the_sqlite_shell_example_passes_every_check_of_the_conformance_kit() {
         ],
         only: None,
         cases: None,
+        only_cases: Vec::new(),
         start_timeout: Duration::from_secs(30),
     };
     let outcomes = kplug_conformance::run(&options).await.unwrap();
