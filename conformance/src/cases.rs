@@ -1,7 +1,7 @@
 //! The shared request/response cases (`sidecar-sdk/conformance/cases.json`)
 //! run against an SDK's conformance plugin, as that file's README specifies:
 //! in file order, on one plugin instance, each answer turned into the case's
-//! JSON shape and compared by value.
+//! JSON shape and compared by value. [`select`] keeps a subset (`--case`).
 
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{
@@ -12,8 +12,66 @@ use kplug_proto::v1::{
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
-/// Runs every case of `cases` (the parsed file) against the plugin behind
-/// `client`.
+/// The cases file with only the cases `patterns` select, still in file
+/// order: a pattern is a case's name, or a glob in which `*` stands for any
+/// characters (`mutate-*`, `reconcile-child*`). No patterns select every
+/// case.
+///
+/// # Errors
+/// A file without a `"cases"` list, or a pattern that selects no case (a
+/// misspelt name is an error, not a run of nothing), naming the cases.
+pub fn select(file: &Value, patterns: &[String]) -> Result<Value, String> {
+    let all = file["cases"]
+        .as_array()
+        .ok_or("the cases file has no \"cases\" list")?;
+    let name = |case: &Value| case["name"].as_str().unwrap_or_default().to_owned();
+    if let Some(unmatched) = patterns
+        .iter()
+        .find(|p| !all.iter().any(|c| glob_matches(p, &name(c))))
+    {
+        let what = if unmatched.contains('*') {
+            format!("no case's name matches {unmatched:?}")
+        } else {
+            format!("no case is called {unmatched:?}")
+        };
+        let names: Vec<String> = all.iter().map(name).collect();
+        return Err(format!("{what}; the cases are: {}", names.join(", ")));
+    }
+    let mut selected = file.clone();
+    if !patterns.is_empty() {
+        selected["cases"] = all
+            .iter()
+            .filter(|c| patterns.iter().any(|p| glob_matches(p, &name(c))))
+            .cloned()
+            .collect();
+    }
+    Ok(selected)
+}
+
+/// Whether `name` matches `pattern`, in which `*` stands for any
+/// characters (none included) and every other character for itself.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        // No `*`: the whole name.
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// Runs every case of `cases` (the parsed file, or the part of it
+/// [`select`] keeps) against the plugin behind `client`, in file order.
 ///
 /// # Errors
 /// The first case that fails, by name, with what was expected and got; or a
@@ -496,6 +554,92 @@ mod tests {
         let expect = json!({"grpc_code": "INTERNAL", "message_contains": "boom"});
         let got = json!({"grpc_code": "INTERNAL", "message": "ConformanceError: boom"});
         assert_eq!(compare("Validate", got, &expect), Ok(()));
+    }
+
+    fn file() -> Value {
+        json!({"cases": [
+            {"name": "get-info"}, {"name": "reconcile-children"},
+            {"name": "mutate-patch"}, {"name": "reconcile-child-not-an-object"},
+            {"name": "mutate-raise"},
+        ]})
+    }
+
+    fn selected(patterns: &[&str]) -> Result<Vec<String>, String> {
+        let patterns: Vec<String> = patterns.iter().map(|&p| p.to_owned()).collect();
+        let file = select(&file(), &patterns)?;
+        Ok(file["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect())
+    }
+
+    #[test]
+    fn cases_are_selected_by_name_or_glob_in_file_order() {
+        assert_eq!(selected(&[]).unwrap().len(), 5, "no pattern: every case");
+        assert_eq!(selected(&["mutate-patch"]).unwrap(), ["mutate-patch"]);
+        // The file's order, whatever the patterns' order; a case that two
+        // patterns select runs once.
+        assert_eq!(
+            selected(&["mutate-*", "reconcile-child*", "mutate-raise"]).unwrap(),
+            [
+                "reconcile-children",
+                "mutate-patch",
+                "reconcile-child-not-an-object",
+                "mutate-raise"
+            ]
+        );
+        assert_eq!(
+            selected(&["*-child*-*"]).unwrap(),
+            ["reconcile-child-not-an-object"]
+        );
+        assert_eq!(selected(&["*"]).unwrap().len(), 5);
+        // A name is the whole name, not a prefix.
+        assert!(selected(&["mutate"]).is_err());
+    }
+
+    #[test]
+    fn a_pattern_that_selects_no_case_is_an_error_naming_the_cases() {
+        let e = selected(&["mutate-patch", "mutate-pacth"]).unwrap_err();
+        assert_eq!(
+            e,
+            "no case is called \"mutate-pacth\"; the cases are: get-info, reconcile-children, \
+             mutate-patch, reconcile-child-not-an-object, mutate-raise"
+        );
+        let e = selected(&["default-*"]).unwrap_err();
+        assert!(
+            e.starts_with("no case's name matches \"default-*\"; the cases are: get-info"),
+            "{e}"
+        );
+        assert!(
+            select(&json!({}), &[])
+                .unwrap_err()
+                .contains("no \"cases\" list")
+        );
+    }
+
+    #[test]
+    fn globs_match_any_characters_where_the_star_is() {
+        for (pattern, name) in [
+            ("a*", "a"),
+            ("*c", "abc"),
+            ("a*c", "abbc"),
+            ("a**c", "ac"),
+            ("a*b*c", "abbbc"),
+            ("*", ""),
+        ] {
+            assert!(glob_matches(pattern, name), "{pattern} {name}");
+        }
+        for (pattern, name) in [
+            ("a*", "ba"),
+            ("*c", "cb"),
+            ("a*b*c", "acb"),
+            ("ab", "abc"),
+            ("ab*b", "ab"),
+        ] {
+            assert!(!glob_matches(pattern, name), "{pattern} {name}");
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use kplug_conformance::{Options, report};
 #[command(
     name = "kplug-conformance",
     version,
-    after_help = "Examples:\n  kplug-conformance --socket-dir /tmp/kplug-check -- ./target/debug/examples/hello\n  kplug-conformance --socket-dir /tmp/kplug-check --only handshake,backoff -- python -m my_plugin\n  kplug-conformance --list"
+    after_help = "Examples:\n  kplug-conformance --socket-dir /tmp/kplug-check -- ./target/debug/examples/hello\n  kplug-conformance --socket-dir /tmp/kplug-check --only handshake,backoff -- python -m my_plugin\n  kplug-conformance --list\n  kplug-conformance --socket-dir /tmp/kplug-check --only cases --cases sidecar-sdk/conformance/cases.json --case 'mutate-*' --case get-info -- ./conformance-plugin"
 )]
 struct Args {
     /// Socket dir for the registry and the plugin (KPLUG_SOCKET_DIR);
@@ -50,6 +50,18 @@ struct Args {
     /// the `cases` check is skipped.
     #[arg(long, value_name = "FILE")]
     cases: Option<PathBuf>,
+
+    /// Run only this case of the --cases file: its name, or a glob where
+    /// `*` stands for any characters (mutate-*). Repeat it, or separate
+    /// names with commas, for several; the selected cases still run in
+    /// file order. A name that selects no case is an error.
+    #[arg(
+        long = "case",
+        value_name = "NAME",
+        value_delimiter = ',',
+        requires = "cases"
+    )]
+    only_cases: Vec<String>,
 
     /// How long the plugin may take from start to its first heartbeat.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
@@ -95,11 +107,18 @@ async fn main() -> ExitCode {
         eprintln!("kplug-conformance: --start-timeout must be a positive number of seconds");
         return ExitCode::from(2);
     }
+    if !args.only_cases.is_empty() && !args.only.is_empty() && !args.only.contains(&"cases") {
+        eprintln!(
+            "kplug-conformance: --case selects cases, but --only does not run the cases check"
+        );
+        return ExitCode::from(2);
+    }
     let options = Options {
         socket_dir: args.socket_dir.expect("required unless --list"),
         command: args.command,
         only: (!args.only.is_empty()).then(|| args.only.into_iter().collect::<BTreeSet<_>>()),
         cases: args.cases,
+        only_cases: args.only_cases,
         start_timeout: Duration::from_secs_f64(args.start_timeout),
     };
     let plugin = options.command.join(" ");
@@ -126,5 +145,53 @@ async fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(
+            ["kplug-conformance", "--socket-dir", "/tmp/k"]
+                .iter()
+                .chain(args),
+        )
+    }
+
+    #[test]
+    fn the_arguments_are_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn case_is_repeatable_and_takes_comma_separated_names() {
+        let args = parse(&[
+            "--cases",
+            "cases.json",
+            "--case",
+            "mutate-*",
+            "--case",
+            "get-info,probe-ready-at-start",
+            "--",
+            "plugin",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.only_cases,
+            ["mutate-*", "get-info", "probe-ready-at-start"]
+        );
+        let args = parse(&["--cases", "cases.json", "--", "plugin"]).unwrap();
+        assert!(args.only_cases.is_empty());
+    }
+
+    #[test]
+    fn case_needs_a_cases_file() {
+        let e = parse(&["--case", "mutate-*", "--", "plugin"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(e.to_string().contains("--cases <FILE>"), "{e}");
     }
 }

@@ -157,6 +157,44 @@ async fn cases_fail_a_plugin_that_is_not_the_conformance_plugin() {
     );
 }
 
+/// `--case` runs only the cases it selects: the first the plugin fails is
+/// the first selected one, not `get-info`.
+#[tokio::test]
+async fn case_selects_the_cases_that_run() {
+    let cases = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sidecar-sdk/conformance/cases.json"
+    );
+    let args = ["--only", "cases", "--cases", cases, "--case", "mutate-*"];
+    let (output, report) = kit(&args, None).await;
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(r#"FAIL cases"#) && report.contains(r#"case "mutate-patch""#),
+        "{report}"
+    );
+}
+
+/// A `--case` name no case has: the kit cannot run (exit 2), and says so,
+/// naming the cases, before it starts the plugin.
+#[tokio::test]
+async fn a_case_name_that_selects_no_case_is_an_error() {
+    let cases = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sidecar-sdk/conformance/cases.json"
+    );
+    let args = ["--cases", cases, "--case", "mutate-patch,mutate-pacth"];
+    let (output, report) = kit(&args, None).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{report}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cases file {cases}: no case is called \"mutate-pacth\"; the cases are: get-info, "
+        )),
+        "{stderr}"
+    );
+    assert!(report.is_empty(), "{report}");
+}
+
 #[tokio::test]
 async fn live_socket_fails_a_plugin_that_steals_a_live_socket() {
     fails("live-socket", "steal-socket").await;

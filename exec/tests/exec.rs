@@ -1,6 +1,6 @@
 //! kplug-exec as a real process with real shell scripts: the conformance
 //! kit's every check (on a test plugin and on the SQLite shell example), the
-//! request and environment a command gets, the exit code answers of every
+//! shared SDK cases for children and Mutate, the request and environment a command gets, the exit code answers of every
 //! call (reconcile, validate, default, hooks, mutate), children observed
 //! and desired, the timeout killing the whole process group, the
 //! concurrency bound, what GetInfo declares, and `--check`'s messages.
@@ -39,6 +39,7 @@ async fn a_shell_plugin_passes_every_check_of_the_conformance_kit() {
         ],
         only: None,
         cases: None,
+        only_cases: Vec::new(),
         start_timeout: Duration::from_secs(30),
     };
     let outcomes = kplug_conformance::run(&options).await.unwrap();
@@ -53,6 +54,98 @@ async fn a_shell_plugin_passes_every_check_of_the_conformance_kit() {
         );
         assert!(!matches!(o.verdict, Verdict::Fail(_)), "{report}");
     }
+}
+
+/// The shared SDK cases for children and Mutate: the issue's, which the
+/// selection `reconcile-child*`, `mutate-*` must hold (with any added
+/// since).
+const CHILDREN_AND_MUTATE_CASES: [&str; 12] = [
+    "reconcile-children",
+    "reconcile-children-none",
+    "reconcile-children-on-retry",
+    "reconcile-children-observed",
+    "reconcile-child-not-an-object",
+    "reconcile-child-invalid-json-observed",
+    "mutate-patch",
+    "mutate-nothing",
+    "mutate-echo",
+    "mutate-outside-the-allowed-paths",
+    "mutate-raise",
+    "mutate-object-not-an-object",
+];
+
+/// The names of the cases of `file` that `patterns` select, in file order.
+fn selected_cases(file: &Path, patterns: &[String]) -> Vec<String> {
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let selected = kplug_conformance::cases::select(&all, patterns).unwrap();
+    selected["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The shared SDK conformance cases (`sidecar-sdk/conformance/cases.json`)
+/// for children and Mutate, run by the kit's case runner against kplug-exec
+/// serving `tests/fixtures/conformance`, whose jq scripts do what the
+/// conformance plugin does (`sidecar-sdk/conformance/README.md`): desired
+/// children on OK and RETRY, none, the observed ones, a desired child that
+/// is not an object, an observed one that is not, and Mutate's patch, no
+/// patch, echo, a path outside the allowed ones, a command that fails and
+/// an object that is not an object. Every case of the file whose name
+/// matches `reconcile-child*` or `mutate-*` runs, in file order.
+///
+/// The rest of the file is not run (the runner stops at the first case
+/// that fails):
+///
+/// - `get-info` expects the conformance plugin's call policies (RECONCILE
+///   120 s, VALIDATE 2 s `FAIL`, DEFAULT 1.5 s `IGNORE`, HOOK with no
+///   deadline, no MUTATE policy); kplug-exec derives one per command from
+///   its `timeoutSeconds`, always with a deadline, MUTATE's included;
+/// - `probe-not-ready` expects a plugin that a Reconcile made not ready
+///   (`setReadiness`); kplug-exec has no readiness command, and is ready
+///   while it serves;
+/// - the other Reconcile, Finalize, Validate, Default and Hook cases could
+///   be answered with a script per handler (validate, default, the four
+///   hooks), but would test those scripts more than kplug-exec, whose
+///   answers go through the Rust SDK's decoding and builders, which
+///   `sidecar-sdk/tests/conformance.rs` runs every case against.
+#[tokio::test]
+async fn a_shell_plugin_answers_the_shared_children_and_mutate_cases() {
+    let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sidecar-sdk/conformance/cases.json");
+    let patterns = vec!["reconcile-child*".to_owned(), "mutate-*".to_owned()];
+    let names = selected_cases(&cases, &patterns);
+    for name in CHILDREN_AND_MUTATE_CASES {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} is not selected: {names:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        socket_dir: dir.path().join("sockets"),
+        command: vec![
+            env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
+            "--manifest".to_owned(),
+            fixture("conformance").display().to_string(),
+        ],
+        only: Some(["cases"].into_iter().collect()),
+        cases: Some(cases),
+        only_cases: patterns,
+        start_timeout: Duration::from_secs(30),
+    };
+    let outcomes = kplug_conformance::run(&options).await.unwrap();
+    let report = kplug_conformance::report::text("kplug-exec conformance", &outcomes);
+    let verdicts: Vec<_> = outcomes
+        .iter()
+        .map(|o| (o.check.name, &o.verdict))
+        .collect();
+    let passed = format!(
+        "{} cases answered as specified (selected with --case reconcile-child*,mutate-*)",
+        names.len()
+    );
+    assert_eq!(verdicts, [("cases", &Verdict::Pass(passed))], "{report}");
 }
 
 /// kplug-exec serving `tests/fixtures/calls`, with `$OUT` set to a scratch
@@ -294,7 +387,7 @@ async fn reconcile_gets_the_observed_children_and_answers_the_desired_ones() {
     assert_eq!(bad.children, None);
     assert!(
         bad.message
-            .ends_with("reconcile.sh answered: children[0] is not a JSON object; each child is a Kubernetes object with apiVersion, kind and metadata.name"),
+            .ends_with("reconcile.sh answered: children[0] is a string; a child must be a JSON object: a Kubernetes object with apiVersion, kind and metadata.name"),
         "{}",
         bad.message
     );
@@ -341,7 +434,11 @@ async fn mutate_gets_the_object_live_and_base_and_answers_a_checked_patch() {
             .contains("mutate.sh answered: a mutation may only change /spec")
             && outside
                 .message()
-                .contains("\"/metadata/labels/kplug.io~1plugin\" is outside them"),
+                .contains("\"/metadata/labels/kplug.io~1plugin\" is outside them")
+            && outside.message().ends_with(
+                kplug_proto::limits::mutation_path_problem("/metadata/labels/kplug.io~1plugin")
+                    .unwrap()
+            ),
         "{outside:?}"
     );
     let broken = calls.mutate("broken").await.unwrap_err();
@@ -840,6 +937,7 @@ async fn the_sqlite_shell_example_passes_every_check_of_the_conformance_kit() {
         ],
         only: None,
         cases: None,
+        only_cases: Vec::new(),
         start_timeout: Duration::from_secs(30),
     };
     let outcomes = kplug_conformance::run(&options).await.unwrap();

@@ -27,6 +27,7 @@ async fn rust_sdk_passes_the_conformance_kit_and_the_shared_cases() {
             env!("CARGO_MANIFEST_DIR"),
             "/conformance/cases.json"
         ))),
+        only_cases: Vec::new(),
         start_timeout: Duration::from_secs(30),
     };
     let outcomes = kplug_conformance::run(&options).await.unwrap();

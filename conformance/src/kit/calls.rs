@@ -19,6 +19,15 @@ use kplug_operator::status::{check_finalize, check_reconcile};
 const LARGE_OBJECT_BYTES: usize = 5 * 1024 * 1024;
 /// How long a plugin may take to become ready before calls.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The checks that call the plugin, which [`Kit::calls`] judges.
+const CALL_CHECKS: [&str; 6] = [
+    "reconcile",
+    "finalize",
+    "mutate",
+    "bad-input",
+    "message-limit",
+    "cases",
+];
 
 /// The two calls judged with the operator's checks.
 #[derive(Clone, Copy, Debug)]
@@ -111,29 +120,15 @@ impl Objects {
 }
 
 impl Kit<'_> {
-    /// `reconcile`, `finalize`, `bad-input`, `message-limit` and `cases`.
-    /// An `Err` means the plugin stopped serving.
+    /// `reconcile`, `finalize`, `mutate`, `bad-input`, `message-limit` and
+    /// `cases`. An `Err` means the plugin stopped serving.
     pub(super) async fn calls(&mut self, first: &HeartbeatRequest) -> Result<(), String> {
-        if !self.wants_any(&[
-            "reconcile",
-            "finalize",
-            "mutate",
-            "bad-input",
-            "message-limit",
-            "cases",
-        ]) {
+        if !self.wants_any(&CALL_CHECKS) {
             return Ok(());
         }
         let started = Instant::now();
         if let Err(why) = self.await_ready(first).await {
-            for name in [
-                "reconcile",
-                "finalize",
-                "mutate",
-                "bad-input",
-                "message-limit",
-                "cases",
-            ] {
+            for name in CALL_CHECKS {
                 self.record(name, Verdict::Fail(why.clone()), started);
             }
             return Ok(());
@@ -182,17 +177,29 @@ impl Kit<'_> {
         }
         if self.wants("cases") {
             let started = Instant::now();
-            let verdict = match &self.cases {
-                Some(cases) => Verdict::from_result(
-                    crate::cases::run(&mut self.client(first), cases)
-                        .await
-                        .map(|n| format!("{n} cases answered as specified")),
-                ),
-                None => Verdict::Skip("no --cases file given".into()),
-            };
+            let verdict = self.judge_cases(first).await;
             self.record("cases", verdict, started);
         }
         self.probe(first).await.map(|_| ())
+    }
+
+    /// `cases`: the cases of the file (those `--case` selects), in file
+    /// order; skipped without a file.
+    async fn judge_cases(&self, first: &HeartbeatRequest) -> Verdict {
+        let Some(cases) = &self.cases else {
+            return Verdict::Skip("no --cases file given".into());
+        };
+        let only = &self.options.only_cases;
+        let selection = if only.is_empty() {
+            String::new()
+        } else {
+            format!(" (selected with --case {})", only.join(","))
+        };
+        Verdict::from_result(
+            crate::cases::run(&mut self.client(first), cases)
+                .await
+                .map(|n| format!("{n} cases answered as specified{selection}")),
+        )
     }
 
     /// Probes until the plugin says it is ready.

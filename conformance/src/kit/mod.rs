@@ -54,6 +54,11 @@ pub struct Options {
     /// The shared cases to run (`cases.json`); the `cases` check is skipped
     /// without them.
     pub cases: Option<PathBuf>,
+    /// Run only the cases these select, in file order: case names, or
+    /// globs in which `*` stands for any characters (`mutate-*`); every
+    /// case when empty. A pattern that selects no case of the file is an
+    /// [`Error::Cases`]. Without `cases` there are none to select.
+    pub only_cases: Vec<String>,
     /// How long the plugin may take from start to its first heartbeat.
     pub start_timeout: Duration,
 }
@@ -100,22 +105,10 @@ pub enum Error {
 /// outcome, in [`CHECKS`] order.
 ///
 /// # Errors
-/// When the kit cannot run (a socket dir in use, an unreadable cases file),
-/// before the plugin is started.
+/// When the kit cannot run (a socket dir in use, an unreadable cases file,
+/// a case selection that selects no case), before the plugin is started.
 pub async fn run(options: &Options) -> Result<Vec<Outcome>, Error> {
-    let cases = match &options.cases {
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| Error::Cases {
-                file: file.clone(),
-                message: e.to_string(),
-            })?;
-            Some(serde_json::from_str(&text).map_err(|e| Error::Cases {
-                file: file.clone(),
-                message: e.to_string(),
-            })?)
-        }
-        None => None,
-    };
+    let cases = read_cases(options)?;
     prepare_socket_dir(&options.socket_dir).await?;
     let mut kit = Kit {
         options,
@@ -142,6 +135,23 @@ pub async fn run(options: &Options) -> Result<Vec<Outcome>, Error> {
     kit.outcomes
         .sort_by_key(|o| CHECKS.iter().position(|c| c.name == o.check.name));
     Ok(kit.outcomes)
+}
+
+/// The cases file, parsed, with the cases `--case` selects; `None`
+/// without one.
+fn read_cases(options: &Options) -> Result<Option<serde_json::Value>, Error> {
+    let Some(file) = &options.cases else {
+        return Ok(None);
+    };
+    let error = |message: String| Error::Cases {
+        file: file.clone(),
+        message,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| error(e.to_string()))?;
+    let all = serde_json::from_str(&text).map_err(|e| error(e.to_string()))?;
+    crate::cases::select(&all, &options.only_cases)
+        .map(Some)
+        .map_err(error)
 }
 
 /// Refuses a socket dir an operator (or another kit) is serving; creates it

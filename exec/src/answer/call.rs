@@ -202,14 +202,27 @@ fn build(mut answer: Answer, request: &Request) -> Result<Response, String> {
         response = response.event_on(regarding, warning, &e.reason, e.message);
     }
     if let Some(children) = answer.children {
-        if let Some(i) = children.iter().position(|c| !c.is_object()) {
+        if let Some((i, child)) = children.iter().enumerate().find(|(_, c)| !c.is_object()) {
             return Err(format!(
-                "children[{i}] is not a JSON object; each child is a Kubernetes object with apiVersion, kind and metadata.name"
+                "children[{i}] is {}; a child must be a JSON object: a Kubernetes object with apiVersion, kind and metadata.name",
+                json_type(child)
             ));
         }
         response = response.children(children);
     }
     Ok(response)
+}
+
+/// What kind of JSON value `value` is, for messages.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The response with the answer's outcome, retry delay and message.

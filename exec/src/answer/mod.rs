@@ -205,6 +205,12 @@ mod tests {
         assert!(bad(r#"{"stauts": {}}"#).contains("stauts"));
         assert!(bad(r#"{"extensionStatuses": [{"target": {"kind": "Secret", "name": "x"}, "status": {}}]}"#).contains("Secret x was not sent"));
         assert!(bad(r#"{"status": {"conditions": []}}"#).contains("reserved"));
+        // In the words every SDK uses for it.
+        assert_eq!(
+            bad(r#"{"children": [{"kind": "ConfigMap"}, 42]}"#),
+            "./reconcile.sh answered: children[1] is a number; a child must be a JSON object: \
+             a Kubernetes object with apiVersion, kind and metadata.name"
+        );
     }
 
     #[test]

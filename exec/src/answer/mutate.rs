@@ -1,6 +1,7 @@
 //! The answer of a mutate command (see the [module docs](super)).
 
 use kplug_sidecar::Mutation;
+use kplug_sidecar::proto::limits::mutation_path_problem;
 
 use super::patch::{Operation, PatchAnswer};
 use super::{how, stdout_answer, timed_out, with_tail};
@@ -12,7 +13,7 @@ use crate::command::Finished;
 /// The patch is built with the SDK's [`Mutation`], so its paths are judged
 /// by the rule a Rust plugin's are (only `/spec` and single labels and
 /// annotations, never a `kplug.io/` one), here, where the message can
-/// name the command.
+/// name the command, and say in the rule's words why the path is refused.
 ///
 /// # Errors
 /// The message of the call's failure: a timeout, a signal, an exit other
@@ -41,21 +42,26 @@ pub fn mutation(program: &str, finished: Finished) -> Result<Mutation, String> {
         return Ok(Mutation::none());
     };
     let warnings = std::mem::take(&mut answer.warnings);
-    let mutation =
-        answer
-            .operations(program)?
-            .into_iter()
-            .fold(Mutation::none(), |mutation, operation| match operation {
-                Operation::Add(path, value) => mutation.add(&path, value),
-                Operation::Replace(path, value) => mutation.replace(&path, value),
-                Operation::Remove(path) => mutation.remove(&path),
-            });
+    let operations = answer.operations(program)?;
+    // Why the operator refuses the first path outside (the shared rule's
+    // words); the SDK's message says what a mutation may change.
+    let why = operations
+        .iter()
+        .find_map(|o| mutation_path_problem(o.path()));
+    let mutation = operations
+        .into_iter()
+        .fold(Mutation::none(), |mutation, operation| match operation {
+            Operation::Add(path, value) => mutation.add(&path, value),
+            Operation::Replace(path, value) => mutation.replace(&path, value),
+            Operation::Remove(path) => mutation.remove(&path),
+        });
     let mutation = warnings.into_iter().fold(mutation, Mutation::warning);
     // The SDK would refuse it when sending, as a "plugin bug"; said here,
     // the message names the command that answered.
     if let Some(problem) = mutation.to_json()["error"].as_str() {
         let problem = problem.strip_prefix("plugin bug: ").unwrap_or(problem);
-        return Err(format!("{program} answered: {problem}"));
+        let why = why.map(|why| format!("; {why}")).unwrap_or_default();
+        return Err(format!("{program} answered: {problem}{why}"));
     }
     Ok(mutation)
 }
@@ -102,12 +108,20 @@ mod tests {
             "/metadata/labels",
             "/metadata/labels/kplug.io~1plugin",
         ] {
-            let patch = json!({"patch": [{"op": "add", "path": path, "value": "x"}]});
+            let patch = json!({"patch": [
+                {"op": "add", "path": "/spec/replicas", "value": 2},
+                {"op": "add", "path": path, "value": "x"},
+            ]});
             let e = mutate(0, &patch.to_string()).unwrap_err();
-            assert!(
-                e.starts_with("./mutate.sh answered: a mutation may only change /spec")
-                    && e.contains(&format!("{path:?} is outside them")),
-                "{path}: {e}"
+            // The SDK's words (every SDK's), the path, and the shared
+            // rule's reason for that path.
+            let why = mutation_path_problem(path).unwrap();
+            assert_eq!(
+                e,
+                format!(
+                    "./mutate.sh answered: a mutation may only change /spec and single labels and annotations, \
+                     not kplug.io/ ones; add {path:?} is outside them; {why}"
+                ),
             );
         }
     }

@@ -35,6 +35,15 @@ pub(super) enum Operation {
     Remove(String),
 }
 
+impl Operation {
+    /// The JSON Pointer it changes.
+    pub(super) fn path(&self) -> &str {
+        match self {
+            Self::Add(path, _) | Self::Replace(path, _) | Self::Remove(path) => path,
+        }
+    }
+}
+
 impl PatchAnswer {
     /// The operations, or what is wrong with one (`program` names the
     /// command in the message).
