@@ -228,31 +228,9 @@ impl Plugin for Service {
         }))
     }
 
-    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS, so the operator never calls these; answered as the protocol says.
-    async fn validate(
-        &self,
-        _: tonic::Request<kplug_proto::v1::ValidateRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::ValidateResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "the broken plugin does not implement Validate",
-        ))
-    }
-    async fn default(
-        &self,
-        _: tonic::Request<kplug_proto::v1::DefaultRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::DefaultResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "the broken plugin does not implement Default",
-        ))
-    }
-    async fn hook(
-        &self,
-        _: tonic::Request<kplug_proto::v1::HookRequest>,
-    ) -> Result<tonic::Response<kplug_proto::v1::HookResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "the broken plugin does not implement Hook",
-        ))
-    }
+    // It advertises none of the capabilities VALIDATE, DEFAULT, HOOKS: the
+    // operator never calls those, and the generated default stubs answer
+    // UNIMPLEMENTED, as the protocol says.
 
     async fn mutate(
         &self,
@@ -396,33 +374,45 @@ async fn main() -> Result<(), String> {
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     term.recv().await;
     beats.abort();
+    shut_down(&dir, &instance_id, broken, stop, &mut server).await;
+    std::fs::remove_file(dir.join(kplug_proto::plugin_socket(NAME))).ok();
+    if broken == Some(Break::ExitNonzero) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Unregisters and stops serving, in the order the broken mode asks
+/// (the right order: Unregister, then stop serving and let calls finish).
+async fn shut_down<T>(
+    dir: &Path,
+    instance_id: &str,
+    broken: Option<Break>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: &mut tokio::task::JoinHandle<T>,
+) {
     let unregister = async {
         let mut registry = RegistryClient::new(kplug_proto::socket::channel(
             &dir.join(kplug_proto::REGISTRY_SOCKET),
         ));
         let mut request = tonic::Request::new(UnregisterRequest {
             name: NAME.into(),
-            instance_id: instance_id.clone(),
+            instance_id: instance_id.to_owned(),
         });
         request.set_timeout(kplug_proto::rules::UNREGISTER_DEADLINE);
         registry.unregister(request).await.ok();
     };
     if broken == Some(Break::StopServingFirst) {
         stop.send(()).ok();
-        (&mut server).await.ok();
+        server.await.ok();
         unregister.await;
     } else {
         if broken != Some(Break::NoUnregister) {
             unregister.await;
         }
         stop.send(()).ok();
-        tokio::time::timeout(Duration::from_secs(10), &mut server)
+        tokio::time::timeout(Duration::from_secs(10), server)
             .await
             .ok();
     }
-    std::fs::remove_file(dir.join(kplug_proto::plugin_socket(NAME))).ok();
-    if broken == Some(Break::ExitNonzero) {
-        std::process::exit(1);
-    }
-    Ok(())
 }

@@ -4,6 +4,10 @@
 //! call (reconcile, validate, default, hooks, mutate), children observed
 //! and desired, the timeout killing the whole process group, the
 //! concurrency bound, what GetInfo declares, and `--check`'s messages.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario, top to bottom, with its checks beside its steps"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -298,17 +298,7 @@ impl Kit<'_> {
         let mut seen = Vec::new();
         for mutation in &first.mutations {
             let kind = mutation.kind.clone().unwrap_or_default();
-            let api_version = if kind.group.is_empty() {
-                kind.version.clone()
-            } else {
-                format!("{}/{}", kind.group, kind.version)
-            };
-            let object = json!({
-                "apiVersion": api_version, "kind": kind.kind,
-                "metadata": {"name": "kplug-conformance", "namespace": "kplug-conformance",
-                             "labels": {"kplug.io/plugin": "kplug-conformance"}, "annotations": {}},
-                "spec": {},
-            });
+            let object = mutated_object(&kind);
             let request = MutateRequest {
                 object: object.to_string().into_bytes(),
                 live: Vec::new(),
@@ -340,24 +330,7 @@ impl Kit<'_> {
                     String::from_utf8_lossy(&answers[1].patch)
                 ));
             }
-            let patch = &answers[0].patch;
-            if !patch.is_empty() {
-                let operations: Vec<Value> = serde_json::from_slice(patch).map_err(|e| {
-                    format!(
-                        "Mutate of a {} answered a patch that is not a JSON Patch: {e}",
-                        kind.kind
-                    )
-                })?;
-                for op in &operations {
-                    let path = op["path"].as_str().unwrap_or_default();
-                    if kplug_proto::limits::mutation_path_problem(path).is_some() {
-                        return Err(format!(
-                            "Mutate of a {} patches {path:?}; the operator refuses a patch outside /spec and single labels and annotations outside kplug.io/",
-                            kind.kind
-                        ));
-                    }
-                }
-            }
+            patch_paths(&kind.kind, &answers[0].patch)?;
             seen.push(format!("{}: the same answer twice", kind.kind));
         }
         Ok(seen.join("; "))
@@ -425,4 +398,39 @@ impl Kit<'_> {
             )),
         }
     }
+}
+
+/// An object of `kind` for Mutate, as the operator would send a child.
+fn mutated_object(kind: &kplug_proto::v1::GroupVersionKind) -> Value {
+    let api_version = if kind.group.is_empty() {
+        kind.version.clone()
+    } else {
+        format!("{}/{}", kind.group, kind.version)
+    };
+    json!({
+        "apiVersion": api_version, "kind": kind.kind,
+        "metadata": {"name": "kplug-conformance", "namespace": "kplug-conformance",
+                     "labels": {"kplug.io/plugin": "kplug-conformance"}, "annotations": {}},
+        "spec": {},
+    })
+}
+
+/// Whether a Mutate patch of a `kind` is a JSON Patch whose paths the
+/// operator accepts (none: no patch).
+fn patch_paths(kind: &str, patch: &[u8]) -> Result<(), String> {
+    if patch.is_empty() {
+        return Ok(());
+    }
+    let operations: Vec<Value> = serde_json::from_slice(patch).map_err(|e| {
+        format!("Mutate of a {kind} answered a patch that is not a JSON Patch: {e}")
+    })?;
+    for op in &operations {
+        let path = op["path"].as_str().unwrap_or_default();
+        if kplug_proto::limits::mutation_path_problem(path).is_some() {
+            return Err(format!(
+                "Mutate of a {kind} patches {path:?}; the operator refuses a patch outside /spec and single labels and annotations outside kplug.io/"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 use std::os::unix::fs::FileTypeExt;
 use std::time::{Duration, Instant};
 
-use kplug_proto::v1::{GetInfoRequest, HeartbeatRequest};
+use kplug_proto::v1::{GetInfoRequest, GetInfoResponse, HeartbeatRequest};
 
 use super::{CALL_DEADLINE, Kit, REGISTRY_INTERVAL, START_INTERVAL, secs, timed};
 use crate::checks::Verdict;
@@ -92,20 +92,7 @@ impl Kit<'_> {
     /// The heartbeat's own fields (the operator's checks), its socket, and
     /// `GetInfo` on it.
     async fn judge_handshake(&self, first: &HeartbeatRequest) -> Result<String, String> {
-        kplug_operator::refusal::heartbeat_refusal(first)
-            .map_err(|why| format!("the operator would refuse the heartbeat: {why}"))?;
-        let expected = kplug_proto::plugin_socket(&first.name);
-        if first.socket != expected {
-            return Err(format!(
-                "heartbeat socket is {:?}; it must be {expected:?} (relative to the socket dir)",
-                first.socket
-            ));
-        }
-        if first.offers.is_empty() {
-            return Err(
-                "the heartbeat offers no implementation; a plugin offers at least one".into(),
-            );
-        }
+        heartbeat_fields(first)?;
         let path = self.socket_of(first);
         match std::fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_socket() => {}
@@ -131,54 +118,8 @@ impl Kit<'_> {
                 )
             })?
             .into_inner();
-        let disagree = |field: &str,
-                        heartbeat: &dyn std::fmt::Debug,
-                        get_info: &dyn std::fmt::Debug| {
-            format!(
-                "GetInfo and the heartbeat disagree on {field}: heartbeat {heartbeat:?}, GetInfo {get_info:?}"
-            )
-        };
-        if info.name != first.name {
-            return Err(disagree("name", &first.name, &info.name));
-        }
-        if info.version != first.version {
-            return Err(disagree("version", &first.version, &info.version));
-        }
-        if info.protocol != first.protocol {
-            return Err(disagree("protocol", &first.protocol, &info.protocol));
-        }
-        if info.offers != first.offers {
-            return Err(disagree("offers", &first.offers, &info.offers));
-        }
-        if info.capabilities != first.capabilities {
-            return Err(disagree(
-                "capabilities",
-                &first.capabilities,
-                &info.capabilities,
-            ));
-        }
-        if info.hooks != first.hooks {
-            return Err(disagree("hooks", &first.hooks, &info.hooks));
-        }
-        if info.call_policies != first.call_policies {
-            return Err(disagree(
-                "call policies",
-                &first.call_policies,
-                &info.call_policies,
-            ));
-        }
-        // The operator calls only what is advertised: such hooks would
-        // silently never run.
-        if !first.hooks.is_empty()
-            && !first
-                .capabilities
-                .contains(&(kplug_proto::v1::Capability::Hooks as i32))
-        {
-            return Err(format!(
-                "the plugin declares {} hook(s) but not CAPABILITY_HOOKS, so they are never called",
-                first.hooks.len()
-            ));
-        }
+        agreement(first, &info)?;
+        hooks_advertised(first)?;
         if info.description.len() > kplug_proto::limits::MAX_DESCRIPTION_LEN {
             return Err(format!(
                 "GetInfo's description is {} bytes; at most {} are accepted",
@@ -358,6 +299,74 @@ fn judge_interval(ours: &[Heartbeat], asked: Duration, window: Duration) -> Resu
         waits.len(),
         secs(asked)
     ))
+}
+
+/// The heartbeat's own fields: what the operator checks, its socket path,
+/// an offer.
+fn heartbeat_fields(first: &HeartbeatRequest) -> Result<(), String> {
+    kplug_operator::refusal::heartbeat_refusal(first)
+        .map_err(|why| format!("the operator would refuse the heartbeat: {why}"))?;
+    let expected = kplug_proto::plugin_socket(&first.name);
+    if first.socket != expected {
+        return Err(format!(
+            "heartbeat socket is {:?}; it must be {expected:?} (relative to the socket dir)",
+            first.socket
+        ));
+    }
+    if first.offers.is_empty() {
+        return Err("the heartbeat offers no implementation; a plugin offers at least one".into());
+    }
+    Ok(())
+}
+
+/// The HOOKS capability for the hooks the heartbeat declares: the operator
+/// calls only what is advertised, so such hooks would silently never run.
+fn hooks_advertised(first: &HeartbeatRequest) -> Result<(), String> {
+    if !first.hooks.is_empty()
+        && !first
+            .capabilities
+            .contains(&(kplug_proto::v1::Capability::Hooks as i32))
+    {
+        return Err(format!(
+            "the plugin declares {} hook(s) but not CAPABILITY_HOOKS, so they are never called",
+            first.hooks.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether GetInfo says what the heartbeat said: name, version, protocol,
+/// offers, capabilities, hooks and call policies.
+fn agreement(first: &HeartbeatRequest, info: &GetInfoResponse) -> Result<(), String> {
+    let disagree = |field: &str,
+                    heartbeat: &dyn std::fmt::Debug,
+                    get_info: &dyn std::fmt::Debug| {
+        Err(format!(
+            "GetInfo and the heartbeat disagree on {field}: heartbeat {heartbeat:?}, GetInfo {get_info:?}"
+        ))
+    };
+    if info.name != first.name {
+        return disagree("name", &first.name, &info.name);
+    }
+    if info.version != first.version {
+        return disagree("version", &first.version, &info.version);
+    }
+    if info.protocol != first.protocol {
+        return disagree("protocol", &first.protocol, &info.protocol);
+    }
+    if info.offers != first.offers {
+        return disagree("offers", &first.offers, &info.offers);
+    }
+    if info.capabilities != first.capabilities {
+        return disagree("capabilities", &first.capabilities, &info.capabilities);
+    }
+    if info.hooks != first.hooks {
+        return disagree("hooks", &first.hooks, &info.hooks);
+    }
+    if info.call_policies != first.call_policies {
+        return disagree("call policies", &first.call_policies, &info.call_policies);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
