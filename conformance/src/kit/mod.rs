@@ -18,6 +18,7 @@
 
 mod calls;
 mod lifecycle;
+mod mutate;
 mod registration;
 mod shutdown;
 
