@@ -167,6 +167,8 @@ impl Calls {
         let out = dir.path().join("out");
         std::fs::create_dir(&out).unwrap();
         let sockets = dir.path().join("sockets");
+        // No operator makes it here, and a plugin never makes its socket dir.
+        std::fs::create_dir(&sockets).unwrap();
         let process = Command::new(env!("CARGO_BIN_EXE_kplug-exec"))
             .arg("--manifest")
             .arg(fixture("calls"))

@@ -1,6 +1,8 @@
 //! The protocol's rules that both sides apply: which plugin names are
-//! valid, how the heartbeat interval is read from the environment, and how
-//! a plugin backs off while the operator's registry cannot be reached.
+//! valid, how the heartbeat interval is read from the environment, how a
+//! plugin backs off while the operator's registry cannot be reached, and
+//! what a plugin says about its socket dir when the registry or the
+//! directory itself is missing.
 //!
 //! This module, [`crate::limits`] and the crate root
 //! ([`crate::RESERVED_STATUS_KEYS`], [`crate::RESERVED_CONDITION_TYPES`],
@@ -11,9 +13,11 @@
 //! fail when its copy drifts.
 
 use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::limits::MAX_NAME_LEN;
+use crate::{DEFAULT_SOCKET_DIR, REGISTRY_SOCKET, SOCKET_DIR_ENV};
 
 /// Why a plugin name is refused. Its message names the plugin and says
 /// what a valid name looks like.
@@ -232,6 +236,93 @@ pub fn backoff_delay(attempt: u32, cap: Duration, random_unit: f64) -> Duration 
     // Only the cut goes through floating point: without jitter the delay is
     // exact.
     base.saturating_sub(base.mul_f64(BACKOFF_JITTER * unit))
+}
+
+/// Where a plugin's socket dir came from, which its messages about the
+/// socket dir name, so that a wrong setting is fixed where it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketDirOrigin {
+    /// [`SOCKET_DIR_ENV`] is unset or empty: [`DEFAULT_SOCKET_DIR`].
+    Default,
+    /// [`SOCKET_DIR_ENV`].
+    Environment,
+    /// The program gave it (an SDK's constructor or option); the variable
+    /// is not read.
+    Program,
+}
+
+impl SocketDirOrigin {
+    /// The origin of a socket dir read from [`SOCKET_DIR_ENV`], given the
+    /// variable's value: unset or empty means the default.
+    pub fn of_variable(value: Option<&std::ffi::OsStr>) -> Self {
+        match value {
+            Some(v) if !v.is_empty() => Self::Environment,
+            _ => Self::Default,
+        }
+    }
+
+    /// Its name in `sidecar-sdk/conformance/rules.json`: `default`,
+    /// `environment` or `program`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Environment => "environment",
+            Self::Program => "program",
+        }
+    }
+
+    /// Where the directory came from, for the parentheses of a message.
+    fn said(self) -> String {
+        match self {
+            Self::Default => {
+                format!("{SOCKET_DIR_ENV} is not set; the default is {DEFAULT_SOCKET_DIR}")
+            }
+            Self::Environment => format!("from {SOCKET_DIR_ENV}"),
+            Self::Program => format!("set by the program; {SOCKET_DIR_ENV} is not read"),
+        }
+    }
+
+    /// What to do when the directory is the wrong one.
+    fn fix(self) -> String {
+        match self {
+            Self::Program => "have the program use the directory shared with the operator".into(),
+            _ => format!("set {SOCKET_DIR_ENV} to the directory shared with the operator"),
+        }
+    }
+}
+
+/// What a plugin logs, once at warning level, while `registry.sock` in its
+/// socket dir is missing or refuses connections: where it looked, where
+/// that came from, and what to do. Later retries log at debug level only.
+///
+/// ```
+/// use std::path::Path;
+/// use kplug_proto::rules::{SocketDirOrigin, registry_waiting_message};
+///
+/// let text = registry_waiting_message(Path::new("/tmp/k"), SocketDirOrigin::Environment);
+/// assert!(text.starts_with("no operator registry at /tmp/k/registry.sock yet (from KPLUG_SOCKET_DIR): "));
+/// ```
+pub fn registry_waiting_message(socket_dir: &Path, origin: SocketDirOrigin) -> String {
+    format!(
+        "no operator registry at {} yet ({}): {}, unless the operator is still starting; retrying with backoff",
+        socket_dir.join(REGISTRY_SOCKET).display(),
+        origin.said(),
+        origin.fix()
+    )
+}
+
+/// The start-up error of a plugin whose socket dir does not exist. A
+/// plugin never creates the socket dir (nor `plugins/` in a missing one):
+/// it is the volume shared with the operator, so a missing one means a
+/// wrong setting, and a directory the plugin made would be one the
+/// operator never looks in.
+pub fn socket_dir_missing_message(socket_dir: &Path, origin: SocketDirOrigin) -> String {
+    format!(
+        "the socket dir {} does not exist ({}): {} (a plugin does not create the socket dir: it is a volume shared with the operator)",
+        socket_dir.display(),
+        origin.said(),
+        origin.fix()
+    )
 }
 
 #[cfg(test)]

@@ -41,6 +41,16 @@ pub enum BindError {
         /// Its owner, when it could be read.
         owner: Option<u32>,
     },
+    /// The socket dir does not exist. A plugin never creates it (nor
+    /// `plugins/` in it): it is the volume shared with the operator, so a
+    /// missing one means a wrong setting.
+    #[error(
+        "the socket dir {dir} does not exist (a plugin does not create the socket dir: it is a volume shared with the operator)"
+    )]
+    NoSocketDir {
+        /// The socket dir.
+        dir: PathBuf,
+    },
     /// Creating the directory, removing the stale socket or binding failed.
     #[error("cannot bind {path}: {source}")]
     Io {
@@ -80,11 +90,13 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
 /// ([`crate::plugin_socket`]), creating `plugins/` (open to all, sticky)
 /// and the plugin's own directory (writable by this process's UID only)
 /// when they are missing. In Kubernetes the plugin's directory is a volume
-/// of its own and exists already.
+/// of its own and exists already. The socket dir itself must exist: it is
+/// the volume shared with the operator, and is never created here.
 ///
 /// # Errors
-/// As [`bind`]; [`BindError::DirTaken`] when the plugin's directory exists
-/// and this process may not create its socket there (it belongs to another
+/// As [`bind`]; [`BindError::NoSocketDir`] when `socket_dir` does not
+/// exist; [`BindError::DirTaken`] when the plugin's directory exists and
+/// this process may not create its socket there (it belongs to another
 /// UID: another container took the name).
 pub async fn bind_plugin(socket_dir: &Path, name: &str) -> Result<UnixListener, BindError> {
     let path = socket_dir.join(crate::plugin_socket(name));
@@ -92,9 +104,15 @@ pub async fn bind_plugin(socket_dir: &Path, name: &str) -> Result<UnixListener, 
         path: path.clone(),
         source,
     };
-    tokio::fs::create_dir_all(socket_dir)
-        .await
-        .map_err(io_err)?;
+    match tokio::fs::metadata(socket_dir).await {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(BindError::NoSocketDir {
+                dir: socket_dir.to_owned(),
+            });
+        }
+        // Not a directory, or not readable: creating plugins/ says why.
+        _ => {}
+    }
     let plugins = socket_dir.join(crate::PLUGINS_DIR);
     if create_dir(&plugins).await.map_err(io_err)? {
         let _ = std::fs::set_permissions(&plugins, std::fs::Permissions::from_mode(0o1777));
@@ -112,6 +130,17 @@ pub async fn bind_plugin(socket_dir: &Path, name: &str) -> Result<UnixListener, 
         }
         other => other,
     })
+}
+
+/// Removes the plugin `name`'s own directory, `plugins/<name>/` in
+/// `socket_dir`, if it is empty: what a plugin does on a clean exit, once
+/// its socket is removed. A directory that holds anything (a newer
+/// instance's socket, a file) stays, and so does one that cannot be removed
+/// (a volume mounted there, in Kubernetes); whether it was removed.
+pub fn remove_plugin_dir(socket_dir: &Path, name: &str) -> bool {
+    // rmdir removes only an empty directory, atomically: nothing that
+    // appears in it is ever lost.
+    std::fs::remove_dir(socket_dir.join(crate::PLUGINS_DIR).join(name)).is_ok()
 }
 
 /// Creates `dir` (not its parents); whether it was created here.
@@ -217,6 +246,42 @@ mod tests {
             bind_plugin(dir.path(), "sqlite").await,
             Err(BindError::InUse { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_missing_socket_dir_is_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("sockets");
+        let err = bind_plugin(&missing, "sqlite").await.unwrap_err();
+        assert!(
+            matches!(&err, BindError::NoSocketDir { dir } if *dir == missing),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&missing.display().to_string()));
+        assert!(
+            !missing.exists(),
+            "neither the socket dir nor plugins/ is made"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_an_empty_plugin_directory_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = bind_plugin(dir.path(), "sqlite").await.unwrap();
+        let own = dir.path().join("plugins/sqlite");
+        assert!(
+            !remove_plugin_dir(dir.path(), "sqlite"),
+            "it holds a socket"
+        );
+        assert!(own.join("plugin.sock").exists());
+        drop(listener);
+        std::fs::remove_file(own.join("plugin.sock")).unwrap();
+        std::fs::write(own.join("notes"), b"kept").unwrap();
+        assert!(!remove_plugin_dir(dir.path(), "sqlite"), "it holds a file");
+        std::fs::remove_file(own.join("notes")).unwrap();
+        assert!(remove_plugin_dir(dir.path(), "sqlite"));
+        assert!(!own.exists());
+        assert!(dir.path().join("plugins").is_dir(), "plugins/ stays");
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kplug_proto::rules::{
     self, BACKOFF_FACTOR, BACKOFF_INITIAL, BACKOFF_JITTER, DEFAULT_HEARTBEAT_INTERVAL,
-    HEARTBEAT_CALL_DEADLINE, HEARTBEAT_INTERVAL_ENV, NameError,
+    HEARTBEAT_CALL_DEADLINE, HEARTBEAT_INTERVAL_ENV, NameError, SocketDirOrigin,
 };
 use kplug_proto::{
     DEFAULT_SOCKET_DIR, RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS, SOCKET_DIR_ENV, limits,
@@ -48,6 +48,7 @@ fn every_rule_in_the_file_is_checked_here() {
             "plugin_name",
             "reserved_condition_types",
             "reserved_status_keys",
+            "socket_dir",
         ],
         "a rule was added to or removed from rules.json: check it here and in every SDK's test"
     );
@@ -156,4 +157,43 @@ fn heartbeat_backoff() {
             "{sample}: backoff_delay gives {got}s"
         );
     }
+}
+
+#[test]
+fn socket_dir() {
+    let rule = &rules()["socket_dir"];
+    let samples = rule["samples"].as_array().unwrap();
+    let origins = [
+        SocketDirOrigin::Default,
+        SocketDirOrigin::Environment,
+        SocketDirOrigin::Program,
+    ];
+    assert_eq!(
+        samples.iter().map(|s| &s["origin"]).collect::<Vec<_>>(),
+        origins.map(SocketDirOrigin::name),
+        "one sample per origin, in this order"
+    );
+    for (sample, origin) in samples.iter().zip(origins) {
+        let dir = Path::new(sample["socket_dir"].as_str().unwrap());
+        assert_eq!(
+            rules::registry_waiting_message(dir, origin),
+            sample["waiting"].as_str().unwrap(),
+            "{sample}"
+        );
+        assert_eq!(
+            rules::socket_dir_missing_message(dir, origin),
+            sample["missing"].as_str().unwrap(),
+            "{sample}"
+        );
+    }
+    assert_eq!(samples[0]["socket_dir"], DEFAULT_SOCKET_DIR);
+    assert_eq!(SocketDirOrigin::of_variable(None), SocketDirOrigin::Default);
+    assert_eq!(
+        SocketDirOrigin::of_variable(Some("".as_ref())),
+        SocketDirOrigin::Default
+    );
+    assert_eq!(
+        SocketDirOrigin::of_variable(Some("/tmp/k".as_ref())),
+        SocketDirOrigin::Environment
+    );
 }

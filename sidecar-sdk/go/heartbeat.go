@@ -73,6 +73,8 @@ const (
 // heartbeater heartbeats one plugin instance to the registry socket.
 type heartbeater struct {
 	registryPath string
+	socketDir    string          // for the warning while registry.sock is missing
+	origin       socketDirOrigin // where socketDir came from
 	request      *kplugv1.HeartbeatRequest
 	logger       *slog.Logger
 	randomUnit   func() float64 // uniform in [0, 1), for the backoff's jitter
@@ -140,14 +142,8 @@ func (h *heartbeater) run(ctx context.Context) {
 			failures++
 			delay = backoffDelay(failures, h.currentInterval(), h.randomUnit())
 			h.registered.Store(false)
-			if state != stateUnreachable {
-				what, level := "lost the operator", slog.LevelWarn
-				if state == stateStarting {
-					what, level = "waiting for the operator", slog.LevelInfo
-				}
-				h.logger.Log(ctx, level, what+"; retrying with backoff",
-					"registry", h.registryPath, "error", status.Convert(err).Message(), "code", status.Code(err).String())
-			}
+			// The first failure of a run at Warn level, the retries at Debug.
+			h.logFailure(ctx, state, err)
 			state = stateUnreachable
 			h.logger.Debug("heartbeat failed", "failures", failures, "next_try_in", delay)
 			h.closeConn()
@@ -182,6 +178,28 @@ func (h *heartbeater) run(ctx context.Context) {
 		}
 		timer.Reset(delay)
 	}
+}
+
+// logFailure logs a failed heartbeat that changes the state: before the
+// operator ever answered, a registry.sock that is missing or refuses
+// connections says where the plugin looks and where that came from.
+func (h *heartbeater) logFailure(ctx context.Context, state registrationState, err error) {
+	attrs := []any{"registry", h.registryPath, "error", status.Convert(err).Message(), "code", status.Code(err).String()}
+	switch {
+	case state == stateStarting && h.registryAbsent():
+		h.logger.Warn(registryWaitingMessage(h.socketDir, h.origin), attrs[2:]...)
+	case state == stateStarting:
+		h.logger.Log(ctx, slog.LevelWarn, "cannot reach the operator's registry; retrying with backoff", attrs...)
+	case state != stateUnreachable:
+		h.logger.Log(ctx, slog.LevelWarn, "lost the operator; retrying with backoff", attrs...)
+	}
+}
+
+// registryAbsent tells whether registry.sock is missing or refuses
+// connections (not merely slow, nor unreadable).
+func (h *heartbeater) registryAbsent() bool {
+	live, err := isLive(h.registryPath)
+	return err == nil && !live
 }
 
 func (h *heartbeater) beat(ctx context.Context) (*kplugv1.HeartbeatResponse, error) {

@@ -1,6 +1,9 @@
 package kplug
 
-import "time"
+import (
+	"path/filepath"
+	"time"
+)
 
 // The protocol's fixed names and numbers, shared by every kplug SDK and the
 // operator (see docs/protocol.md in the kplug repository). Their source is
@@ -88,3 +91,51 @@ var ReservedConditionTypes = []string{"Ready", "PluginAvailable", "ExtensionsRes
 // DefaultPatchPrefixes are the paths a Default patch may change (each, or
 // anything below it).
 var DefaultPatchPrefixes = []string{"/spec", "/metadata/labels", "/metadata/annotations"}
+
+// socketDirOrigin is where a plugin's socket dir came from, which its
+// messages about the socket dir name (rules.json's socket_dir origins).
+type socketDirOrigin string
+
+const (
+	// originDefault: $KPLUG_SOCKET_DIR is unset or empty.
+	originDefault socketDirOrigin = "default"
+	// originEnvironment: $KPLUG_SOCKET_DIR.
+	originEnvironment socketDirOrigin = "environment"
+	// originProgram: [WithSocketDir]; the variable is not read.
+	originProgram socketDirOrigin = "program"
+)
+
+// said is where the directory came from, for the parentheses of a message.
+func (o socketDirOrigin) said() string {
+	switch o {
+	case originDefault:
+		return SocketDirEnv + " is not set; the default is " + DefaultSocketDir
+	case originEnvironment:
+		return "from " + SocketDirEnv
+	}
+	return "set by the program; " + SocketDirEnv + " is not read"
+}
+
+// fix is what to do when the directory is the wrong one.
+func (o socketDirOrigin) fix() string {
+	if o == originProgram {
+		return "have the program use the directory shared with the operator"
+	}
+	return "set " + SocketDirEnv + " to the directory shared with the operator"
+}
+
+// registryWaitingMessage is what a plugin logs, once at Warn level, while
+// registry.sock in its socket dir is missing or refuses connections: where
+// it looked, where that came from, and what to do.
+func registryWaitingMessage(socketDir string, origin socketDirOrigin) string {
+	return "no operator registry at " + filepath.Join(socketDir, RegistrySocket) + " yet (" + origin.said() + "): " +
+		origin.fix() + ", unless the operator is still starting; retrying with backoff"
+}
+
+// socketDirMissingMessage is the start-up error of a plugin whose socket
+// dir does not exist: a plugin never creates it, since it is the volume
+// shared with the operator.
+func socketDirMissingMessage(socketDir string, origin socketDirOrigin) string {
+	return "the socket dir " + socketDir + " does not exist (" + origin.said() + "): " + origin.fix() +
+		" (a plugin does not create the socket dir: it is a volume shared with the operator)"
+}

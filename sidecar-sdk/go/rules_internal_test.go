@@ -54,6 +54,15 @@ type environmentRule struct {
 	} `json:"heartbeat_interval"`
 }
 
+type socketDirRule struct {
+	Samples []struct {
+		Origin    socketDirOrigin `json:"origin"`
+		SocketDir string          `json:"socket_dir"`
+		Waiting   string          `json:"waiting"`
+		Missing   string          `json:"missing"`
+	} `json:"samples"`
+}
+
 type backoffRule struct {
 	InitialSeconds      float64 `json:"initial_seconds"`
 	Factor              int     `json:"factor"`
@@ -197,6 +206,42 @@ var ruleChecks = map[string]func(t *testing.T, raw json.RawMessage){
 			if got, err := intervalFromEnv("rules"); !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("%s=%q: accepted as %v", interval.Variable, text, got)
 			}
+		}
+	},
+	"socket_dir": func(t *testing.T, raw json.RawMessage) {
+		var rule socketDirRule
+		decode(t, raw, &rule)
+		var origins []socketDirOrigin
+		for _, s := range rule.Samples {
+			origins = append(origins, s.Origin)
+			if got := registryWaitingMessage(s.SocketDir, s.Origin); got != s.Waiting {
+				t.Errorf("registryWaitingMessage(%s, %s) = %q, want %q", s.SocketDir, s.Origin, got, s.Waiting)
+			}
+			if got := socketDirMissingMessage(s.SocketDir, s.Origin); got != s.Missing {
+				t.Errorf("socketDirMissingMessage(%s, %s) = %q, want %q", s.SocketDir, s.Origin, got, s.Missing)
+			}
+		}
+		if want := []socketDirOrigin{originDefault, originEnvironment, originProgram}; !slices.Equal(origins, want) {
+			t.Errorf("origins %q, want %q", origins, want)
+		}
+		// Where the server says its socket dir came from.
+		server := func(opts ...Option) *Server {
+			s, err := NewServer(Info{Name: "rules", Version: "1"}, ReconcileFunc(nil), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		t.Setenv(SocketDirEnv, "")
+		if o := server().origin; o != originDefault {
+			t.Errorf("%s empty: origin %s", SocketDirEnv, o)
+		}
+		t.Setenv(SocketDirEnv, "/tmp/k")
+		if o := server().origin; o != originEnvironment {
+			t.Errorf("%s=/tmp/k: origin %s", SocketDirEnv, o)
+		}
+		if o := server(WithSocketDir("/tmp/j")).origin; o != originProgram {
+			t.Errorf("WithSocketDir: origin %s", o)
 		}
 	},
 	"heartbeat_backoff": func(t *testing.T, raw json.RawMessage) {

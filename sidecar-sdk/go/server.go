@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -29,6 +30,7 @@ type Server struct {
 	info       Info
 	plugin     Plugin
 	socketDir  string
+	origin     socketDirOrigin // where socketDir came from, for messages
 	socketPath string
 	instanceID string
 	grace      time.Duration
@@ -51,7 +53,14 @@ type Server struct {
 // the environment: $KPLUG_SOCKET_DIR (default /var/run/kplug) and
 // $KPLUG_HEARTBEAT_INTERVAL (seconds, may be fractional; default 5). It
 // fails, with an error wrapping [ErrInvalidName] or [ErrInvalidConfig],
-// when the plugin could not work; it touches nothing yet.
+// when the plugin could not work; it touches nothing yet. The socket dir
+// must exist by [Server.Start]: it is the volume shared with the operator,
+// and the plugin never creates it.
+//
+// While the operator's registry.sock is missing (or refuses connections)
+// before the operator ever answered, the plugin logs once, at Warn level,
+// where it looks and where that came from ($KPLUG_SOCKET_DIR, its default
+// or [WithSocketDir]); the retries after it at Debug level.
 func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 	if plugin == nil {
 		return nil, &startupError{kind: ErrInvalidConfig, message: fmt.Sprintf("plugin %s: the Plugin is nil", info.Name)}
@@ -72,11 +81,12 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	origin := originProgram
 	if c.socketDir == "" {
-		c.socketDir = os.Getenv(SocketDirEnv)
+		c.socketDir, origin = os.Getenv(SocketDirEnv), originEnvironment
 	}
 	if c.socketDir == "" {
-		c.socketDir = DefaultSocketDir
+		c.socketDir, origin = DefaultSocketDir, originDefault
 	}
 	socketDir, err := filepath.Abs(c.socketDir)
 	if err != nil {
@@ -99,6 +109,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		info:       info,
 		plugin:     plugin,
 		socketDir:  socketDir,
+		origin:     origin,
 		socketPath: filepath.Join(socketDir, PluginsDir, info.Name, PluginSocket),
 		instanceID: newInstanceID(),
 		grace:      c.grace,
@@ -116,6 +127,7 @@ func NewServer(info Info, plugin Plugin, opts ...Option) (*Server, error) {
 		CallPolicies: info.callPoliciesProto(),
 		Mutations:    info.mutationsProto(),
 	}, c.heartbeatInterval, logger)
+	s.heartbeat.socketDir, s.heartbeat.origin = socketDir, origin
 	return s, nil
 }
 
@@ -177,7 +189,7 @@ func (s *Server) Start() error {
 		return errors.New("kplug: Server.Start called twice; a Server runs once, create a new one")
 	}
 	s.started = true
-	listener, socket, err := bindSocket(s.socketPath, s.info.Name)
+	listener, socket, err := bindSocket(s.socketPath, s.info.Name, s.origin)
 	if err != nil {
 		return err
 	}
@@ -205,7 +217,8 @@ func (s *Server) Start() error {
 // call Registry.Unregister (the operator stops routing calls here and
 // answers once the calls in flight are done; errors are logged), stop
 // taking calls and let those in flight finish (up to the grace period),
-// then remove the socket if it is still ours.
+// then remove the socket if it is still ours, and the plugin's directory,
+// plugins/<name>/, if that left it empty.
 //
 // If ctx ends first, Stop gives up waiting: it closes every connection at
 // once (handlers see their contexts cancelled), removes the socket and
@@ -249,6 +262,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	// period): close it here, so that the socket is not live when removed.
 	_ = s.listener.Close()
 	s.socket.remove()
+	if _, err := os.Lstat(s.socketPath); errors.Is(err, fs.ErrNotExist) {
+		removePluginDir(filepath.Dir(s.socketPath))
+	}
 	s.logger.Info("stopped")
 	return err
 }

@@ -33,8 +33,10 @@ type boundSocket struct {
 }
 
 // bindSocket applies the rule above and listens on path. plugin names the
-// plugin in error messages.
-func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
+// plugin in error messages, origin where the socket dir came from. The
+// socket dir must exist: it is the volume shared with the operator, so a
+// missing one is a wrong setting, and is never created.
+func bindSocket(path, plugin string, origin socketDirOrigin) (*net.UnixListener, *boundSocket, error) {
 	if n := len(path); n > maxSocketPathBytes {
 		return nil, nil, &startupError{kind: ErrSocket, message: fmt.Sprintf(
 			"plugin %s: socket path %s is %d bytes long, longer than %d bytes, the limit of Unix sockets; set %s to a shorter directory",
@@ -47,10 +49,10 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 	// already (the plugin's is a volume of its own).
 	own := filepath.Dir(path)
 	plugins := filepath.Dir(own)
-	if err := os.MkdirAll(filepath.Dir(plugins), 0o777); err != nil {
-		return nil, nil, &startupError{kind: ErrSocket, cause: err, message: fmt.Sprintf(
-			"plugin %s: cannot create the socket directory %s: %v; check %s and that the shared volume is mounted and writable",
-			plugin, filepath.Dir(plugins), err, SocketDirEnv)}
+	socketDir := filepath.Dir(plugins)
+	if _, err := os.Stat(socketDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, &startupError{kind: ErrSocket, cause: err, message: "plugin " + plugin + ": " +
+			socketDirMissingMessage(socketDir, origin)}
 	}
 	for _, dir := range []struct {
 		path string
@@ -106,6 +108,17 @@ func bindSocket(path, plugin string) (*net.UnixListener, *boundSocket, error) {
 			"plugin %s: cannot stat the socket %s just bound: %v", plugin, path, err)}
 	}
 	return listener, bound, nil
+}
+
+// removePluginDir removes the plugin's own directory,
+// <socket dir>/plugins/<name>/, if it is empty (call it once the socket is
+// gone), and says whether it did. One that holds anything (a newer
+// instance's socket, a file) stays, and so does one that cannot be removed
+// (a volume mounted there, in Kubernetes).
+func removePluginDir(own string) bool {
+	// rmdir removes only an empty directory, atomically: nothing that
+	// appears in it is ever lost.
+	return syscall.Rmdir(own) == nil
 }
 
 // makeDir creates dir (its parent exists) when it is missing, and says

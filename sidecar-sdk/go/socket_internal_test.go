@@ -48,7 +48,7 @@ func mustBeLive(t *testing.T, path string) {
 
 func TestBindCreatesThePluginsDir(t *testing.T) {
 	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
-	l, _, err := bindSocket(path, "demo")
+	l, _, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 	if live, err := isLive(path); live || err != nil {
 		t.Fatalf("a socket nobody listens on must look stale: %v, %v", live, err)
 	}
-	l, _, err := bindSocket(path, "demo")
+	l, _, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatalf("a stale socket must be replaced: %v", err)
 	}
@@ -82,12 +82,12 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 
 func TestLiveSocketIsNeverStolen(t *testing.T) {
 	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
-	first, _, err := bindSocket(path, "demo")
+	first, _, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = first.Close() }()
-	_, _, err = bindSocket(path, "demo")
+	_, _, err = bindSocket(path, "demo", originProgram)
 	if !errors.Is(err, ErrSocketInUse) {
 		t.Fatalf("second bind: %v, want ErrSocketInUse", err)
 	}
@@ -128,7 +128,7 @@ func TestNonSocketsAreRefusedAndKept(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := os.Lstat(path)
-			_, _, err = bindSocket(path, "demo")
+			_, _, err = bindSocket(path, "demo", originProgram)
 			if !errors.Is(err, ErrNotASocket) {
 				t.Fatalf("bind over a %s: %v, want ErrNotASocket", kind, err)
 			}
@@ -151,7 +151,7 @@ func TestNonSocketsAreRefusedAndKept(t *testing.T) {
 
 func TestTooLongSocketPathIsRefusedWithAHint(t *testing.T) {
 	path := filepath.Join(socketDir(t), strings.Repeat("d", 120), "x.sock")
-	_, _, err := bindSocket(path, "demo")
+	_, _, err := bindSocket(path, "demo", originProgram)
 	if !errors.Is(err, ErrSocket) || !strings.Contains(err.Error(), "longer than 107 bytes") || !strings.Contains(err.Error(), SocketDirEnv) {
 		t.Fatalf("bind %s: %v", path, err)
 	}
@@ -159,7 +159,7 @@ func TestTooLongSocketPathIsRefusedWithAHint(t *testing.T) {
 
 func TestRemoveOnlyOurOwnSocket(t *testing.T) {
 	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
-	l, _, err := bindSocket(path, "demo")
+	l, _, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestRemoveOnlyOurOwnSocket(t *testing.T) {
 		t.Fatalf("closing the listener must not unlink the path (a successor may own it by then): %v", err)
 	}
 	// A successor replaces the stale file and serves on the same path.
-	successor, _, err := bindSocket(path, "demo")
+	successor, _, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestRemoveOnlyOurOwnSocket(t *testing.T) {
 
 func TestRemoveLeavesAnotherFileAlone(t *testing.T) {
 	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
-	l, ours, err := bindSocket(path, "demo")
+	l, ours, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestRemoveLeavesAnotherFileAlone(t *testing.T) {
 
 func TestRemoveOurStaleSocket(t *testing.T) {
 	path := filepath.Join(socketDir(t), "plugins", "demo", "plugin.sock")
-	l, ours, err := bindSocket(path, "demo")
+	l, ours, err := bindSocket(path, "demo", originProgram)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kplug_proto::rules::{self, HEARTBEAT_CALL_DEADLINE as CALL_DEADLINE};
+use kplug_proto::rules::{self, HEARTBEAT_CALL_DEADLINE as CALL_DEADLINE, SocketDirOrigin};
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{HeartbeatRequest, HeartbeatResponse};
 use tokio::sync::watch;
@@ -16,9 +16,16 @@ use tonic::transport::Channel;
 /// interval, up to 10 % shorter at random) while the operator is
 /// unreachable. An operator restart needs nothing special: the next
 /// heartbeat registers again.
+///
+/// The first failure of a run of them is logged at warning level, and the
+/// retries after it at debug level. Before the operator ever answered, a
+/// `registry.sock` that is missing or refuses connections is logged as
+/// [`rules::registry_waiting_message`]: where the plugin looks, where that
+/// came from (`KPLUG_SOCKET_DIR`, the default or the program) and what to
+/// do.
 pub(crate) async fn run(
     channel: Channel,
-    registry: PathBuf,
+    registry: Registry,
     request: HeartbeatRequest,
     interval: Duration,
     mut stop: watch::Receiver<bool>,
@@ -28,6 +35,7 @@ pub(crate) async fn run(
         registry,
         interval,
         registered: false,
+        answered: false,
         failures: 0,
     };
     loop {
@@ -36,11 +44,11 @@ pub(crate) async fn run(
         let result = tokio::time::timeout(CALL_DEADLINE, client.heartbeat(call)).await;
         let delay = match result {
             Ok(Ok(response)) => state.answered(&request.name, response.into_inner()),
-            Ok(Err(status)) => state.failed(&request.name, status.message()),
-            Err(_) => state.failed(
-                &request.name,
-                &format!("no answer within {CALL_DEADLINE:?}"),
-            ),
+            Ok(Err(status)) => state.failed(&request.name, status.message()).await,
+            Err(_) => {
+                let why = format!("no answer within {CALL_DEADLINE:?}");
+                state.failed(&request.name, &why).await
+            }
         };
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
@@ -49,15 +57,32 @@ pub(crate) async fn run(
     }
 }
 
+/// Where the operator's registry is, and where that came from.
+pub(crate) struct Registry {
+    /// The socket dir.
+    pub(crate) socket_dir: PathBuf,
+    /// Where the socket dir came from, for messages.
+    pub(crate) origin: SocketDirOrigin,
+}
+
+impl Registry {
+    /// `registry.sock` in the socket dir.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.socket_dir.join(kplug_proto::REGISTRY_SOCKET)
+    }
+}
+
 /// Where the heartbeats stand, between two of them.
 struct State {
-    /// The registry's socket, for messages.
-    registry: PathBuf,
+    /// The registry, for messages.
+    registry: Registry,
     /// The operator's interval (the configured one until it asks for
     /// another).
     interval: Duration,
     /// Whether the last heartbeat was accepted.
     registered: bool,
+    /// Whether the operator ever answered (accepting or not).
+    answered: bool,
     /// Heartbeats failed in a row.
     failures: u32,
 }
@@ -74,7 +99,7 @@ impl State {
         }
         if response.accepted {
             if !self.registered {
-                tracing::info!(plugin, registry = %self.registry.display(), "registered with the operator");
+                tracing::info!(plugin, registry = %self.registry.path().display(), "registered with the operator");
             }
             if !response.reason.is_empty() {
                 tracing::info!(plugin, note = response.reason, "operator says");
@@ -87,18 +112,31 @@ impl State {
             );
         }
         self.registered = response.accepted;
+        self.answered = true;
         self.failures = 0;
         self.interval
     }
 
     /// Takes in a heartbeat that got no answer: the wait until the next.
-    fn failed(&mut self, plugin: &str, why: &str) -> Duration {
-        // Log a change of state and the first failure, not every retry.
+    async fn failed(&mut self, plugin: &str, why: &str) -> Duration {
+        // Log a change of state and the first failure at warning level, the
+        // retries at debug level.
         if self.registered || self.failures == 0 {
-            tracing::warn!(plugin, registry = %self.registry.display(), why, "cannot reach the operator's registry; retrying with backoff");
+            let path = self.registry.path();
+            if !self.answered && !kplug_proto::socket::is_live(&path).await {
+                let message = rules::registry_waiting_message(
+                    &self.registry.socket_dir,
+                    self.registry.origin,
+                );
+                tracing::warn!(plugin, why, "{message}");
+            } else {
+                tracing::warn!(plugin, registry = %path.display(), why, "cannot reach the operator's registry; retrying with backoff");
+            }
         }
         self.registered = false;
-        backoff(&mut self.failures, self.interval)
+        let delay = backoff(&mut self.failures, self.interval);
+        tracing::debug!(plugin, why, failures = self.failures, next_try_in = ?delay, "heartbeat failed");
+        delay
     }
 }
 

@@ -3,9 +3,13 @@
 //! A plugin is a gRPC server in a sidecar container next to the kplug
 //! operator. You implement [`Plugin`]; [`serve`] does the rest: it binds
 //! `$KPLUG_SOCKET_DIR/plugins/<name>/plugin.sock` (removing a stale socket
-//! safely), registers by heartbeat (with backoff, and again after an
-//! operator restart), answers `Probe`, decodes objects, builds responses,
-//! and on SIGTERM unregisters and drains calls in flight before exiting.
+//! safely; the socket dir, shared with the operator, must exist and is
+//! never created), registers by heartbeat (with backoff, and again after an
+//! operator restart; while the operator's `registry.sock` is missing it
+//! says once, at warning level, where it looks and where that came from),
+//! answers `Probe`, decodes objects, builds responses, and on SIGTERM
+//! unregisters and drains calls in flight, then removes its socket and its
+//! emptied `plugins/<name>/` directory before exiting.
 //!
 //! A whole plugin:
 //!
@@ -103,6 +107,17 @@ pub enum Error {
         plugin: String,
         /// The endpoint and what is wrong with it.
         error: kplug_proto::telemetry::ExporterError,
+    },
+    /// The socket dir does not exist: the plugin does not create it (it is
+    /// the volume shared with the operator). The message names the
+    /// directory, where it came from (`KPLUG_SOCKET_DIR`, the default, or
+    /// the program) and what to do.
+    #[error("plugin {plugin} cannot start: {message}")]
+    SocketDir {
+        /// The plugin.
+        plugin: String,
+        /// The directory, where it came from, and what to do.
+        message: String,
     },
     /// The plugin's socket could not be bound.
     #[error("plugin {plugin} cannot start: {error}")]

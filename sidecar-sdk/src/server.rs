@@ -1,18 +1,23 @@
 //! Serving a plugin: the lifecycle (the socket, whose stale file
-//! `kplug_proto::socket::bind_plugin` removes; the heartbeats; the SIGTERM
-//! drain and the shutdown), in the order `docs/protocol.md` fixes. The gRPC adapter, which turns calls into
+//! `kplug_proto::socket::bind_plugin` removes, in a socket dir that must
+//! exist; the heartbeats; the SIGTERM drain and the shutdown, which removes
+//! the socket and the plugin's emptied directory), in the order
+//! `docs/protocol.md` fixes. The gRPC adapter, which turns calls into
 //! [`Plugin`] calls, is [`service`].
 
 mod service;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kplug_proto::rules::SocketDirOrigin;
+use kplug_proto::socket::BindError;
 use kplug_proto::v1::registry_client::RegistryClient;
 use kplug_proto::v1::{HeartbeatRequest, UnregisterRequest};
 use kplug_proto::{rules, telemetry};
+use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_stream::wrappers::UnixListenerStream;
@@ -24,10 +29,13 @@ use crate::{Error, heartbeat};
 /// Serves `plugin` with settings from the environment
 /// (`KPLUG_SOCKET_DIR`, default `/var/run/kplug`; `KPLUG_HEARTBEAT_INTERVAL`
 /// in seconds, default 5) until SIGTERM or Ctrl-C, then drains and returns.
+/// The socket dir must exist (it is the volume shared with the operator);
+/// while the operator's `registry.sock` is not there, the plugin says once,
+/// at warning level, where it looks and where that came from.
 ///
 /// # Errors
-/// [`Error`] when the name or a setting is invalid, the socket cannot be
-/// bound, or the server fails. Its message (`Display`, and `Debug` too)
+/// [`Error`] when the name or a setting is invalid, the socket dir does not
+/// exist, the socket cannot be bound, or the server fails. Its message (`Display`, and `Debug` too)
 /// names the plugin and says what to do, so `main` can simply return it.
 pub async fn serve<P: Plugin>(info: PluginInfo, plugin: P) -> Result<(), Error> {
     // With OTEL_EXPORTER_OTLP_ENDPOINT set, the handlers' spans continue the
@@ -63,6 +71,8 @@ pub struct Server<P> {
     info: PluginInfo,
     plugin: Arc<P>,
     socket_dir: PathBuf,
+    /// Where `socket_dir` came from, for the messages about it.
+    origin: SocketDirOrigin,
     heartbeat_interval: Duration,
     grace: Duration,
 }
@@ -76,12 +86,12 @@ impl<P: Plugin> Server<P> {
     /// positive number of seconds
     /// ([`kplug_proto::rules::parse_heartbeat_interval`]).
     pub fn from_env(info: PluginInfo, plugin: P) -> Result<Self, Error> {
-        let socket_dir = std::env::var_os(kplug_proto::SOCKET_DIR_ENV)
-            .filter(|dir| !dir.is_empty())
-            .map_or_else(
-                || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
-                PathBuf::from,
-            );
+        let variable = std::env::var_os(kplug_proto::SOCKET_DIR_ENV);
+        let origin = SocketDirOrigin::of_variable(variable.as_deref());
+        let socket_dir = variable.filter(|dir| !dir.is_empty()).map_or_else(
+            || PathBuf::from(kplug_proto::DEFAULT_SOCKET_DIR),
+            PathBuf::from,
+        );
         let interval = std::env::var(rules::HEARTBEAT_INTERVAL_ENV).ok();
         let interval = rules::parse_heartbeat_interval(interval.as_deref()).map_err(|error| {
             Error::Environment {
@@ -89,15 +99,19 @@ impl<P: Plugin> Server<P> {
                 error,
             }
         })?;
-        Ok(Self::new(info, plugin, socket_dir).heartbeat_interval(interval))
+        let server = Self::new(info, plugin, socket_dir).heartbeat_interval(interval);
+        Ok(Self { origin, ..server })
     }
 
-    /// A server for `plugin` in `socket_dir`.
+    /// A server for `plugin` in `socket_dir`, which must exist when it runs
+    /// (the plugin creates `plugins/<name>/` in it, not the directory
+    /// itself). Messages about it say the program set it.
     pub fn new(info: PluginInfo, plugin: P, socket_dir: impl Into<PathBuf>) -> Self {
         Self {
             info,
             plugin: Arc::new(plugin),
             socket_dir: socket_dir.into(),
+            origin: SocketDirOrigin::Program,
             heartbeat_interval: rules::DEFAULT_HEARTBEAT_INTERVAL,
             grace: Duration::from_secs(10),
         }
@@ -129,20 +143,16 @@ impl<P: Plugin> Server<P> {
     }
 
     /// Binds, serves and heartbeats until `shutdown` resolves; then
-    /// unregisters, drains and removes the socket.
+    /// unregisters, drains, removes the socket and then the plugin's own
+    /// directory, `plugins/<name>/`, if that left it empty.
     ///
     /// # Errors
-    /// [`Error`] when the name is invalid, the socket cannot be bound, or the
-    /// server fails.
+    /// [`Error`] when the name is invalid, the socket dir does not exist, the
+    /// socket cannot be bound, or the server fails.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         self.info.validate::<P>()?;
         let socket = self.socket_path();
-        let listener = kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name)
-            .await
-            .map_err(|error| Error::Bind {
-                plugin: self.info.name.clone(),
-                error,
-            })?;
+        let listener = self.bind().await?;
         let instance_id = uuid::Uuid::new_v4().to_string();
         let name = self.info.name.clone();
         tracing::info!(plugin = name, version = self.info.version, socket = %socket.display(), instance_id, "serving");
@@ -158,14 +168,17 @@ impl<P: Plugin> Server<P> {
                 ),
         );
 
-        let registry_path = self.socket_dir.join(kplug_proto::REGISTRY_SOCKET);
+        let place = heartbeat::Registry {
+            socket_dir: self.socket_dir.clone(),
+            origin: self.origin,
+        };
         // Lazy and reconnecting: an operator restart is picked up by the next
         // heartbeat.
-        let registry = kplug_proto::socket::channel(&registry_path);
+        let registry = kplug_proto::socket::channel(&place.path());
         let (stop_heartbeat, heartbeat_stopped) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat::run(
             registry.clone(),
-            registry_path,
+            place,
             self.heartbeat(&instance_id),
             self.heartbeat_interval,
             heartbeat_stopped,
@@ -177,7 +190,7 @@ impl<P: Plugin> Server<P> {
         };
         if let Some(result) = server_failed {
             heartbeats.abort();
-            remove_own_socket(&socket).await;
+            self.remove_own_socket().await;
             return self.ended(result, socket);
         }
 
@@ -190,9 +203,34 @@ impl<P: Plugin> Server<P> {
         unregister(registry, &name, instance_id).await;
         let _ = stop_serving.send(true);
         self.drain(server).await;
-        remove_own_socket(&socket).await;
+        self.remove_own_socket().await;
         tracing::info!(plugin = name, "stopped");
         Ok(())
+    }
+
+    /// Binds the plugin's socket, in a socket dir that must exist.
+    async fn bind(&self) -> Result<UnixListener, Error> {
+        let plugin = self.info.name.clone();
+        kplug_proto::socket::bind_plugin(&self.socket_dir, &self.info.name)
+            .await
+            .map_err(|error| match error {
+                BindError::NoSocketDir { dir } => Error::SocketDir {
+                    plugin,
+                    message: rules::socket_dir_missing_message(&dir, self.origin),
+                },
+                error => Error::Bind { plugin, error },
+            })
+    }
+
+    /// Removes our socket file, unless a newer instance already replaced it
+    /// (then it is live and not ours), and then our directory,
+    /// `plugins/<name>/`, if that left it empty.
+    async fn remove_own_socket(&self) {
+        let socket = self.socket_path();
+        if !kplug_proto::socket::is_live(&socket).await {
+            let _ = tokio::fs::remove_file(&socket).await;
+            kplug_proto::socket::remove_plugin_dir(&self.socket_dir, &self.info.name);
+        }
     }
 
     /// What every heartbeat of this instance carries.
@@ -283,12 +321,4 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
-}
-
-/// Removes our socket file, unless a newer instance already replaced it
-/// (then it is live and not ours).
-async fn remove_own_socket(socket: &Path) {
-    if !kplug_proto::socket::is_live(socket).await {
-        let _ = tokio::fs::remove_file(socket).await;
-    }
 }

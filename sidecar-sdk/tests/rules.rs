@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use kplug_proto::rules::{self, SocketDirOrigin};
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{Outcome, ReconcileRequest};
 use kplug_sidecar::{
@@ -55,6 +56,7 @@ fn every_rule_is_checked() {
             "plugin_name",
             "reserved_condition_types",
             "reserved_status_keys",
+            "socket_dir",
         ],
         "rules.json has a rule this test does not check"
     );
@@ -213,6 +215,14 @@ fn environment_child() {
         return;
     }
     let line = match Server::from_env(info("env"), Sizes) {
+        // Started, to see what it makes of a missing socket dir.
+        Ok(server) if std::env::var_os("KPLUG_RULES_CHILD_RUN").is_some() => {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            match runtime.block_on(server.run_until(async {})) {
+                Ok(()) => json!({ "ran": true }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
+        }
         Ok(server) => json!({
             "socket": server.socket_path(),
             "seconds": server.configured_interval().as_secs_f64(),
@@ -305,4 +315,59 @@ fn heartbeat_backoff() {
         rule["call_deadline_seconds"].as_f64(),
         Some(kplug_proto::rules::HEARTBEAT_CALL_DEADLINE.as_secs_f64())
     );
+}
+
+#[tokio::test]
+async fn socket_dir() {
+    let rule = &rules()["socket_dir"];
+    let samples = rule["samples"].as_array().unwrap();
+    // The SDK logs and returns the texts of kplug_proto::rules, with the
+    // socket dir's origin: the program's (Server::new) or the
+    // environment's (Server::from_env).
+    let origin = |name: &str| match name {
+        "default" => SocketDirOrigin::Default,
+        "environment" => SocketDirOrigin::Environment,
+        "program" => SocketDirOrigin::Program,
+        other => panic!("unknown origin {other}"),
+    };
+    for sample in samples {
+        let dir = Path::new(sample["socket_dir"].as_str().unwrap());
+        let origin = origin(sample["origin"].as_str().unwrap());
+        assert_eq!(
+            rules::registry_waiting_message(dir, origin),
+            sample["waiting"],
+            "{sample}"
+        );
+        assert_eq!(
+            rules::socket_dir_missing_message(dir, origin),
+            sample["missing"],
+            "{sample}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let err = Server::new(info("sizes"), Sizes, &missing)
+        .run_until(async {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SocketDir { .. }), "{err}");
+    let want = rules::socket_dir_missing_message(&missing, SocketDirOrigin::Program);
+    assert_eq!(
+        err.to_string(),
+        format!("plugin sizes cannot start: {want}")
+    );
+
+    let var = kplug_proto::SOCKET_DIR_ENV;
+    let child = from_env(&[
+        (var, missing.to_str().unwrap()),
+        ("KPLUG_RULES_CHILD_RUN", "1"),
+    ]);
+    let want = rules::socket_dir_missing_message(&missing, SocketDirOrigin::Environment);
+    assert_eq!(
+        child["error"],
+        format!("plugin env cannot start: {want}"),
+        "{child}"
+    );
+    assert!(!missing.exists(), "the socket dir is never created");
 }

@@ -130,6 +130,22 @@ def heartbeat_backoff(rule: Rule, monkeypatch: pytest.MonkeyPatch) -> None:
         )
 
 
+def socket_dir_rule(rule: Rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [s["origin"] for s in rule["samples"]] == ["default", "environment", "program"]
+    for sample in rule["samples"]:
+        directory, origin = sample["socket_dir"], sample["origin"]
+        assert protocol.registry_waiting_message(directory, origin) == sample["waiting"]
+        assert protocol.socket_dir_missing_message(directory, origin) == sample["missing"]
+    # Where the server says its socket dir came from.
+    monkeypatch.delenv(protocol.SOCKET_DIR_ENV, raising=False)
+    assert PluginServer(Echo(), info()).socket_dir_origin == "default"
+    monkeypatch.setenv(protocol.SOCKET_DIR_ENV, "")
+    assert PluginServer(Echo(), info()).socket_dir_origin == "default"
+    monkeypatch.setenv(protocol.SOCKET_DIR_ENV, "/tmp/k")
+    assert PluginServer(Echo(), info()).socket_dir_origin == "environment"
+    assert PluginServer(Echo(), info(), socket_dir="/tmp/j").socket_dir_origin == "program"
+
+
 CHECKS: dict[str, Callable[[Rule, pytest.MonkeyPatch], None]] = {
     "plugin_name": plugin_name,
     "reserved_status_keys": reserved_status_keys,
@@ -137,6 +153,7 @@ CHECKS: dict[str, Callable[[Rule, pytest.MonkeyPatch], None]] = {
     "message_limit": message_limit,
     "environment": environment,
     "heartbeat_backoff": heartbeat_backoff,
+    "socket_dir": socket_dir_rule,
 }
 
 

@@ -9,6 +9,8 @@
  * @module
  */
 
+import { dirname } from "node:path";
+
 import {
   type ClientUnaryCall,
   credentials,
@@ -29,9 +31,12 @@ import {
   BACKOFF_INITIAL_SECONDS,
   BACKOFF_JITTER,
   HEARTBEAT_TIMEOUT_SECONDS,
+  registryWaitingMessage,
+  type SocketDirOrigin,
   UNREGISTER_TIMEOUT_SECONDS,
 } from "./protocol.js";
 import { durationToSeconds } from "./response.js";
+import { isLive } from "./socket.js";
 
 /**
  * The protocol's wait, in seconds, after the `attempt`-th failed heartbeat in
@@ -93,14 +98,24 @@ export class Heartbeat {
   #stopped = false;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
+  readonly #origin: SocketDirOrigin;
 
   /**
    * @param registrySocket - the absolute path of `registry.sock`
    * @param request - sent as is in every heartbeat
    * @param intervalSeconds - until the operator asks for another
+   * @param origin - where the socket dir came from, for the warning while
+   *   `registry.sock` is missing before the operator ever answered
    */
-  constructor(registrySocket: string, request: HeartbeatRequest, intervalSeconds: number, logger: Logger) {
+  constructor(
+    registrySocket: string,
+    request: HeartbeatRequest,
+    intervalSeconds: number,
+    logger: Logger,
+    origin: SocketDirOrigin = "program",
+  ) {
     this.#registrySocket = registrySocket;
+    this.#origin = origin;
     this.#request = request;
     this.#interval = intervalSeconds;
     this.#logger = logger;
@@ -177,7 +192,8 @@ export class Heartbeat {
           }
           failures += 1;
           delay = backoffDelay(failures, this.#interval, Math.random());
-          this.#failed(error, failures, delay);
+          const absent = this.#state === "starting" && (await this.#registryAbsent());
+          this.#failed(error, failures, delay, absent);
           // A fresh channel next time: grpc-js's own reconnect backoff must
           // not override ours.
           this.#closeClient();
@@ -278,15 +294,25 @@ export class Heartbeat {
     this.#refusal = response.reason;
   }
 
-  #failed(error: unknown, failures: number, delay: number): void {
+  /** Whether `registry.sock` is missing or refuses connections (not merely slow). */
+  async #registryAbsent(): Promise<boolean> {
+    return isLive(this.#registrySocket).then(
+      (live) => !live,
+      () => false, // cannot be told (e.g. no permission): not "absent"
+    );
+  }
+
+  // The first failure of a run at warn level, the retries at debug level.
+  #failed(error: unknown, failures: number, delay: number, absent: boolean): void {
     const name = this.#request.name;
-    if (this.#state !== "unreachable") {
+    if (this.#state === "starting" && absent) {
+      this.#logger.warn(
+        `plugin ${name}: ${registryWaitingMessage(dirname(this.#registrySocket), this.#origin)}`,
+      );
+    } else if (this.#state !== "unreachable") {
       const why = `at ${this.#registrySocket} (${describeStatus(error)}); retrying with backoff`;
-      if (this.#state === "starting") {
-        this.#logger.info(`plugin ${name}: waiting for the operator ${why}`);
-      } else {
-        this.#logger.warn(`plugin ${name}: lost the operator ${why}`);
-      }
+      const what = this.#state === "starting" ? "cannot reach the operator's registry" : "lost the operator";
+      this.#logger.warn(`plugin ${name}: ${what} ${why}`);
     }
     this.#state = "unreachable";
     this.#note = "";

@@ -80,6 +80,7 @@ export {
   RESERVED_CONDITION_TYPES,
   RESERVED_STATUS_KEYS,
   SOCKET_DIR_ENV,
+  type SocketDirOrigin,
 } from "./protocol.js";
 export * as proto from "./proto.js";
 export {
@@ -100,5 +101,5 @@ export {
   type Target,
 } from "./response.js";
 export { PluginServer, run, type ServeOptions, serve } from "./server.js";
-export { claimSocket, isLive, pluginSocketPath, SocketFile } from "./socket.js";
+export { claimSocket, isLive, pluginSocketPath, removePluginDir, SocketFile } from "./socket.js";
 export { exportSpans, OTLP_ENDPOINT_ENV } from "./tracing.js";

@@ -8,6 +8,8 @@
  * @module
  */
 
+import { join } from "node:path";
+
 /** The protocol this SDK speaks, sent in heartbeats and `GetInfo`. */
 export const PROTOCOL = "kplug.v1";
 
@@ -19,6 +21,54 @@ export const DEFAULT_SOCKET_DIR = "/var/run/kplug";
 
 /** File name of the operator's registry socket inside the socket dir. */
 export const REGISTRY_SOCKET = "registry.sock";
+
+/**
+ * Where a plugin's socket dir came from, which its messages about it name:
+ * `default` (`$KPLUG_SOCKET_DIR` unset or empty), `environment`
+ * (`$KPLUG_SOCKET_DIR`) or `program` (the `socketDir` option; the variable
+ * is not read).
+ */
+export type SocketDirOrigin = "default" | "environment" | "program";
+
+function originSaid(origin: SocketDirOrigin): string {
+  switch (origin) {
+    case "default":
+      return `${SOCKET_DIR_ENV} is not set; the default is ${DEFAULT_SOCKET_DIR}`;
+    case "environment":
+      return `from ${SOCKET_DIR_ENV}`;
+    case "program":
+      return `set by the program; ${SOCKET_DIR_ENV} is not read`;
+  }
+}
+
+function originFix(origin: SocketDirOrigin): string {
+  return origin === "program"
+    ? "have the program use the directory shared with the operator"
+    : `set ${SOCKET_DIR_ENV} to the directory shared with the operator`;
+}
+
+/**
+ * What a plugin logs, once at warn level, while `registry.sock` in its
+ * socket dir is missing or refuses connections: where it looked, where that
+ * came from, and what to do.
+ */
+export function registryWaitingMessage(socketDir: string, origin: SocketDirOrigin): string {
+  return (
+    `no operator registry at ${join(socketDir, REGISTRY_SOCKET)} yet (${originSaid(origin)}): ` +
+    `${originFix(origin)}, unless the operator is still starting; retrying with backoff`
+  );
+}
+
+/**
+ * The start-up error of a plugin whose socket dir does not exist: a plugin
+ * never creates it, since it is the volume shared with the operator.
+ */
+export function socketDirMissingMessage(socketDir: string, origin: SocketDirOrigin): string {
+  return (
+    `the socket dir ${socketDir} does not exist (${originSaid(origin)}): ${originFix(origin)} ` +
+    "(a plugin does not create the socket dir: it is a volume shared with the operator)"
+  );
+}
 
 /** Directory (inside the socket dir) holding one socket per plugin. */
 export const PLUGINS_DIR = "plugins";

@@ -11,7 +11,8 @@
 
 import { randomUUID } from "node:crypto";
 import { chmod } from "node:fs/promises";
-import { relative, resolve } from "node:path";
+import { lstat } from "node:fs/promises";
+import { dirname, relative, resolve } from "node:path";
 
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 
@@ -31,15 +32,20 @@ import {
   PROTOCOL,
   REGISTRY_SOCKET,
   SOCKET_DIR_ENV,
+  type SocketDirOrigin,
 } from "./protocol.js";
 import { validateDeclarations } from "./hooks.js";
 import { validateMutations } from "./mutate.js";
 import { capabilities, declarations, pluginHandlers } from "./service.js";
-import { claimSocket, pluginSocketPath, SocketFile } from "./socket.js";
+import { claimSocket, pluginSocketPath, removePluginDir, SocketFile } from "./socket.js";
 
 /** Settings of a {@link PluginServer}; {@link serve} and {@link run} take them too. */
 export interface ServeOptions {
-  /** The directory shared with the operator. Default: `$KPLUG_SOCKET_DIR`, then `/var/run/kplug`. */
+  /**
+   * The directory shared with the operator. Default: `$KPLUG_SOCKET_DIR`,
+   * then `/var/run/kplug`. It must exist (the plugin creates `plugins/<name>/`
+   * in it, never the directory itself).
+   */
   socketDir?: string;
   /**
    * Seconds between heartbeats until the operator asks for another (may be
@@ -93,6 +99,8 @@ export class PluginServer {
   readonly info: PluginInfo;
   /** The socket dir, absolute. */
   readonly socketDir: string;
+  /** Where the socket dir came from; the messages about it say so. */
+  readonly socketDirOrigin: SocketDirOrigin;
   /** `<socket dir>/plugins/<name>/plugin.sock`. */
   readonly socketPath: string;
   /** A fresh random id (UUIDv4) for this instance. */
@@ -125,6 +133,11 @@ export class PluginServer {
     this.plugin = plugin;
     this.info = info;
     this.#logger = options.logger ?? stderrLogger();
+    this.socketDirOrigin = options.socketDir
+      ? "program"
+      : process.env[SOCKET_DIR_ENV]
+        ? "environment"
+        : "default";
     this.socketDir = resolve(options.socketDir || process.env[SOCKET_DIR_ENV] || DEFAULT_SOCKET_DIR);
     this.socketPath = pluginSocketPath(this.socketDir, info.name);
     this.instanceId = randomUUID();
@@ -143,6 +156,7 @@ export class PluginServer {
       },
       heartbeatInterval(info.name, options.heartbeatIntervalSeconds),
       this.#logger,
+      this.socketDirOrigin,
     );
   }
 
@@ -167,7 +181,7 @@ export class PluginServer {
       throw new StartupError(`plugin ${this.info.name}: start() was called twice`);
     }
     const name = this.info.name;
-    await claimSocket(this.socketPath, name);
+    await claimSocket(this.socketPath, name, this.socketDirOrigin);
     const server = new Server({ "grpc.max_receive_message_length": MAX_MESSAGE_BYTES });
     server.addService(PluginService, pluginHandlers(this.plugin, this.info, this.#logger));
     try {
@@ -198,8 +212,9 @@ export class PluginServer {
 
   /**
    * Unregisters, drains the calls in flight (up to `graceSeconds`, then
-   * cancels them), removes the socket. Calling it again waits for the first
-   * stop.
+   * cancels them), removes the socket, and then the plugin's own directory,
+   * `plugins/<name>/`, if that left it empty. Calling it again waits for the
+   * first stop.
    */
   stop(graceSeconds: number = this.graceSeconds): Promise<void> {
     this.#stopping ??= this.#stop(graceSeconds);
@@ -236,8 +251,17 @@ export class PluginServer {
       }
       this.#server = undefined;
     }
-    await this.#socketFile?.remove();
-    this.#socketFile = undefined;
+    if (this.#socketFile !== undefined) {
+      await this.#socketFile.remove();
+      this.#socketFile = undefined;
+      const gone = await lstat(this.socketPath).then(
+        () => false,
+        () => true,
+      );
+      if (gone) {
+        await removePluginDir(dirname(this.socketPath));
+      }
+    }
     this.#logger.info(`plugin ${name}: stopped`);
   }
 

@@ -11,18 +11,39 @@
  * @module
  */
 
-import { access, chmod, constants, lstat, mkdir, stat, unlink } from "node:fs/promises";
+import { access, chmod, constants, lstat, mkdir, rmdir, stat, unlink } from "node:fs/promises";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
 
 import { NotASocketError, SocketInUseError, StartupError } from "./errors.js";
-import { MAX_SOCKET_PATH_BYTES, PLUGIN_SOCKET, PLUGINS_DIR } from "./protocol.js";
+import {
+  MAX_SOCKET_PATH_BYTES,
+  PLUGIN_SOCKET,
+  PLUGINS_DIR,
+  type SocketDirOrigin,
+  socketDirMissingMessage,
+} from "./protocol.js";
 
 const CONNECT_TIMEOUT_MS = 1000;
 
 /** `<socket dir>/plugins/<name>/plugin.sock`. */
 export function pluginSocketPath(socketDir: string, name: string): string {
   return join(socketDir, PLUGINS_DIR, name, PLUGIN_SOCKET);
+}
+
+/**
+ * Removes the plugin's own directory, `<socket dir>/plugins/<name>/`, if it
+ * is empty (call it once the socket is gone); true if removed. One that
+ * holds anything (a newer instance's socket, a file) stays, and so does one
+ * that cannot be removed (a volume mounted there, in Kubernetes).
+ */
+export async function removePluginDir(own: string): Promise<boolean> {
+  try {
+    await rmdir(own); // only an empty directory, atomically: nothing in it is ever lost
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Creates `dir` (its parent exists) with `mode` when it is missing. */
@@ -87,12 +108,18 @@ export function isLive(path: string, plugin = ""): Promise<boolean> {
 
 /**
  * Makes `path` free to bind for `plugin`: creates its directory and removes a
- * stale socket.
+ * stale socket. The socket dir must exist: it is the volume shared with the
+ * operator, so a missing one is a wrong setting (reported with where it came
+ * from, `origin`), and is never created.
  *
  * @throws {StartupError} ({@link SocketInUseError}, {@link NotASocketError})
  *   saying why the path cannot be used and what to do.
  */
-export async function claimSocket(path: string, plugin: string): Promise<void> {
+export async function claimSocket(
+  path: string,
+  plugin: string,
+  origin: SocketDirOrigin = "program",
+): Promise<void> {
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
     throw new StartupError(
       `plugin ${plugin}: socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, ` +
@@ -106,8 +133,15 @@ export async function claimSocket(path: string, plugin: string): Promise<void> {
   // (the plugin's is a volume of its own).
   const own = dirname(path);
   const plugins = dirname(own);
+  const socketDir = dirname(plugins);
+  const missing = await stat(socketDir).then(
+    () => false,
+    (error: unknown) => errorCode(error) === "ENOENT",
+  );
+  if (missing) {
+    throw new StartupError(`plugin ${plugin}: ${socketDirMissingMessage(socketDir, origin)}`);
+  }
   try {
-    await mkdir(dirname(plugins), { recursive: true });
     await makeDir(plugins, 0o1777);
     await makeDir(own, 0o755);
   } catch (error) {

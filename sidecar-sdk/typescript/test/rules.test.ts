@@ -24,10 +24,13 @@ import {
   MAX_NAME_LENGTH,
   type Plugin,
   PluginServer,
+  registryWaitingMessage,
   RESERVED_CONDITION_TYPES,
   RESERVED_STATUS_KEYS,
   Response,
   SOCKET_DIR_ENV,
+  type SocketDirOrigin,
+  socketDirMissingMessage,
   StartupError,
   validateName,
 } from "./sdk.js";
@@ -57,6 +60,9 @@ interface Rules {
     call_deadline_seconds: number;
     tolerance_seconds: number;
     samples: { attempt: number; cap_seconds: number; unit: number; delay_seconds: number }[];
+  };
+  socket_dir: {
+    samples: { origin: SocketDirOrigin; socket_dir: string; waiting: string; missing: string }[];
   };
 }
 
@@ -182,6 +188,27 @@ const checks: { [K in keyof Rules]: (rule: Rules[K]) => void } = {
         `${JSON.stringify(sample)}: got ${String(delay)}`,
       );
     }
+  },
+
+  socket_dir(rule) {
+    assert.deepEqual(
+      rule.samples.map((sample) => sample.origin),
+      ["default", "environment", "program"],
+    );
+    for (const sample of rule.samples) {
+      assert.equal(registryWaitingMessage(sample.socket_dir, sample.origin), sample.waiting);
+      assert.equal(socketDirMissingMessage(sample.socket_dir, sample.origin), sample.missing);
+    }
+    // Where the server says its socket dir came from.
+    const origin = (socketDir?: string) =>
+      new PluginServer(noop, info("rules"), { logger: quiet, ...(socketDir ? { socketDir } : {}) }).socketDirOrigin;
+    for (const value of [undefined, ""]) {
+      setEnv(SOCKET_DIR_ENV, value);
+      assert.equal(origin(), "default");
+    }
+    setEnv(SOCKET_DIR_ENV, "/tmp/k");
+    assert.equal(origin(), "environment");
+    assert.equal(origin("/tmp/j"), "program");
   },
 };
 

@@ -20,6 +20,9 @@ pub(crate) struct Processes {
 /// servers are configured.
 pub(crate) fn start(work: &Path, kubeconfig: &Path) -> Result<Processes> {
     let sockets = work.join("sockets");
+    // The plugins start beside the operator, maybe before it has made the
+    // socket dir, and a plugin never makes it: made here first.
+    std::fs::create_dir_all(&sockets).context("create the socket dir")?;
     let sqlite_dir = work.join("sqlite");
     let operator = operator(work, &sockets, kubeconfig)?;
     let plugin_env = |extra: Vec<(&'static str, String)>| {

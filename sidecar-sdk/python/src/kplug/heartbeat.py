@@ -16,7 +16,15 @@ from pathlib import Path
 import grpc
 
 from kplug._proto import registry_pb2, registry_pb2_grpc
-from kplug.protocol import HEARTBEAT_TIMEOUT_SECONDS, UNREGISTER_TIMEOUT_SECONDS, backoff_delay
+from kplug.errors import StartupError
+from kplug.protocol import (
+    HEARTBEAT_TIMEOUT_SECONDS,
+    UNREGISTER_TIMEOUT_SECONDS,
+    SocketDirOrigin,
+    backoff_delay,
+    registry_waiting_message,
+)
+from kplug.socket import is_live
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +37,22 @@ class _State(enum.Enum):
 
 
 class Heartbeat:
-    """Heartbeats ``request`` to the registry socket until cancelled."""
+    """Heartbeats ``request`` to the registry socket until cancelled.
+
+    ``origin`` says where the socket dir came from, for the warning logged while the
+    registry socket is missing before the operator ever answered.
+    """
 
     def __init__(
-        self, registry_socket: Path, request: registry_pb2.HeartbeatRequest, interval: float
+        self,
+        registry_socket: Path,
+        origin: SocketDirOrigin,
+        request: registry_pb2.HeartbeatRequest,
+        interval: float,
     ) -> None:
         self._target = f"unix:{registry_socket}"
         self._registry_socket = registry_socket
+        self._origin = origin
         self._request = request
         self._interval = interval
         self._channel: grpc.aio.Channel | None = None
@@ -158,13 +175,19 @@ class Heartbeat:
         self._state, self._refusal = _State.REFUSED, response.reason
 
     def _failed(self, error: grpc.aio.AioRpcError, failures: int, delay: float) -> None:
+        # The first failure of a run at warning level, the retries at debug level.
         self.registered.clear()
-        if self._state is not _State.UNREACHABLE:
-            log = logger.info if self._state is _State.STARTING else logger.warning
-            log(
+        if self._state is _State.STARTING and self._registry_absent():
+            logger.warning(
+                "plugin %s: %s",
+                self._request.name,
+                registry_waiting_message(self._registry_socket.parent, self._origin),
+            )
+        elif self._state is not _State.UNREACHABLE:
+            logger.warning(
                 "plugin %s: %s at %s (%s: %s); retrying with backoff",
                 self._request.name,
-                "waiting for the operator"
+                "cannot reach the operator's registry"
                 if self._state is _State.STARTING
                 else "lost the operator",
                 self._registry_socket,
@@ -178,3 +201,10 @@ class Heartbeat:
             failures,
             delay,
         )
+
+    def _registry_absent(self) -> bool:
+        """Whether registry.sock is missing or refuses connections (not merely slow)."""
+        try:
+            return not is_live(self._registry_socket, self._request.name)
+        except StartupError:
+            return False  # cannot be told (e.g. no permission): not "absent"

@@ -10,7 +10,10 @@ against ``sidecar-sdk/conformance/rules.json``, which a test of
 from __future__ import annotations
 
 import math
+import os
 import re
+from pathlib import Path
+from typing import Literal
 
 from kplug.errors import InvalidNameError
 
@@ -25,6 +28,11 @@ DEFAULT_SOCKET_DIR = "/var/run/kplug"
 
 REGISTRY_SOCKET = "registry.sock"
 """The operator's socket, relative to the socket dir."""
+
+SocketDirOrigin = Literal["default", "environment", "program"]
+"""Where a plugin's socket dir came from, which its messages about it name: ``default``
+(``$KPLUG_SOCKET_DIR`` unset or empty), ``environment`` (``$KPLUG_SOCKET_DIR``) or
+``program`` (the ``socket_dir`` argument; the variable is not read)."""
 
 HEARTBEAT_INTERVAL_ENV = "KPLUG_HEARTBEAT_INTERVAL"
 """Environment variable holding the heartbeat interval, in seconds."""
@@ -174,3 +182,37 @@ def backoff_delay(attempt: int, cap: float, unit: float) -> float:
     base = min(cap, BACKOFF_INITIAL_SECONDS * float(BACKOFF_FACTOR) ** exponent)
     unit = 0.0 if math.isnan(unit) else min(max(unit, 0.0), 1.0)
     return base * (1 - BACKOFF_JITTER * unit)
+
+
+def _origin_said(origin: SocketDirOrigin) -> str:
+    if origin == "default":
+        return f"{SOCKET_DIR_ENV} is not set; the default is {DEFAULT_SOCKET_DIR}"
+    if origin == "environment":
+        return f"from {SOCKET_DIR_ENV}"
+    return f"set by the program; {SOCKET_DIR_ENV} is not read"
+
+
+def _origin_fix(origin: SocketDirOrigin) -> str:
+    if origin == "program":
+        return "have the program use the directory shared with the operator"
+    return f"set {SOCKET_DIR_ENV} to the directory shared with the operator"
+
+
+def registry_waiting_message(socket_dir: str | os.PathLike[str], origin: SocketDirOrigin) -> str:
+    """What a plugin logs, once at warning level, while ``registry.sock`` in its socket dir is
+    missing or refuses connections: where it looked, where that came from, what to do."""
+    return (
+        f"no operator registry at {Path(socket_dir) / REGISTRY_SOCKET} yet "
+        f"({_origin_said(origin)}): {_origin_fix(origin)}, unless the operator is still "
+        "starting; retrying with backoff"
+    )
+
+
+def socket_dir_missing_message(socket_dir: str | os.PathLike[str], origin: SocketDirOrigin) -> str:
+    """The start-up error of a plugin whose socket dir does not exist: a plugin never creates it,
+    since it is the volume shared with the operator."""
+    return (
+        f"the socket dir {Path(socket_dir)} does not exist ({_origin_said(origin)}): "
+        f"{_origin_fix(origin)} (a plugin does not create the socket dir: it is a volume shared "
+        "with the operator)"
+    )

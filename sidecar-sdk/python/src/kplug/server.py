@@ -1,9 +1,10 @@
 """Running a plugin: start-up, serving, heartbeats and the SIGTERM drain.
 
 The order is the protocol's (docs/protocol.md): validate the name, claim the
-socket, serve, and only then heartbeat, because the operator dials back on
-the first heartbeat. On SIGTERM: Unregister, stop taking calls and let the
-ones in flight finish (10 s grace), remove our socket, return.
+socket (in a socket dir that must exist), serve, and only then heartbeat,
+because the operator dials back on the first heartbeat. On SIGTERM:
+Unregister, stop taking calls and let the ones in flight finish (10 s grace),
+remove our socket and then our directory if that left it empty, return.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from kplug.protocol import (
     PROTOCOL,
     REGISTRY_SOCKET,
     SOCKET_DIR_ENV,
+    SocketDirOrigin,
     parse_heartbeat_interval,
 )
 from kplug.service import PluginService, capabilities
-from kplug.socket import SocketFile, claim, plugin_socket
+from kplug.socket import SocketFile, claim, plugin_socket, remove_plugin_dir
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,14 @@ class PluginServer:
             )
         self.plugin = plugin
         self.info = info
+        self.socket_dir_origin: SocketDirOrigin = (
+            "program"
+            if socket_dir
+            else "environment"
+            if os.environ.get(SOCKET_DIR_ENV)
+            else "default"
+        )
+        """Where the socket dir came from: the messages about it say so."""
         self.socket_dir = Path(socket_dir or os.environ.get(SOCKET_DIR_ENV) or DEFAULT_SOCKET_DIR)
         self.socket_dir = self.socket_dir.absolute()
         self.socket_path = plugin_socket(self.socket_dir, info.name)
@@ -83,6 +93,7 @@ class PluginServer:
         self.grace = grace
         self.heartbeat = Heartbeat(
             self.socket_dir / REGISTRY_SOCKET,
+            self.socket_dir_origin,
             registry_pb2.HeartbeatRequest(
                 name=info.name,
                 version=info.version,
@@ -104,7 +115,7 @@ class PluginServer:
     async def start(self) -> None:
         """Claim the socket, serve on it, then start heartbeating."""
         name = self.info.name
-        claim(self.socket_path, name)
+        claim(self.socket_path, name, self.socket_dir_origin)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -139,7 +150,11 @@ class PluginServer:
         )
 
     async def stop(self, grace: float | None = None) -> None:
-        """Unregister, drain the calls in flight (up to ``grace`` seconds), remove the socket."""
+        """Unregister, drain the calls in flight (up to ``grace`` seconds), remove the socket.
+
+        Then the plugin's own directory, ``plugins/<name>/``, is removed too if that left it
+        empty (never one holding anything else).
+        """
         grace = self.grace if grace is None else grace
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
@@ -157,6 +172,7 @@ class PluginServer:
         if self._socket_file is not None:
             self._socket_file.remove()
             self._socket_file = None
+            remove_plugin_dir(self.socket_path)
         logger.info("plugin %s: stopped", self.info.name)
 
 

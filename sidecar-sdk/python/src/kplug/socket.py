@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kplug.errors import NotASocketError, SocketInUseError, StartupError
+from kplug.protocol import SocketDirOrigin, socket_dir_missing_message
 
 # sockaddr_un.sun_path holds 108 bytes on Linux, including the final NUL.
 MAX_PATH_BYTES = 107
@@ -65,6 +66,20 @@ def plugin_socket(socket_dir: Path, name: str) -> Path:
     return socket_dir / "plugins" / name / "plugin.sock"
 
 
+def remove_plugin_dir(path: Path) -> bool:
+    """Remove the plugin's own directory, ``<socket dir>/plugins/<name>/``, the parent of its
+    socket ``path``, once the socket is gone, if that left it empty; True if removed. One that
+    holds anything (a newer instance's socket, a file) stays, and so does one that cannot be
+    removed (a volume mounted there, in Kubernetes)."""
+    if os.path.lexists(path):
+        return False  # not ours to remove, or not removed: the directory stays with it
+    try:
+        path.parent.rmdir()  # only an empty directory, atomically: nothing in it is ever lost
+    except OSError:
+        return False
+    return True
+
+
 def _make_dir(path: Path, mode: int, plugin: str) -> None:
     """Create ``path`` (its parent exists) with ``mode`` if it is missing."""
     try:
@@ -81,8 +96,13 @@ def _make_dir(path: Path, mode: int, plugin: str) -> None:
         os.chmod(path, mode)
 
 
-def claim(path: Path, plugin: str) -> None:
-    """Make ``path`` free to bind for ``plugin``, or raise :class:`StartupError` saying why not."""
+def claim(path: Path, plugin: str, origin: SocketDirOrigin = "program") -> None:
+    """Make ``path`` free to bind for ``plugin``, or raise :class:`StartupError` saying why not.
+
+    The socket dir (``path``'s grandparent's parent) must exist: it is the volume shared with the
+    operator, so a missing one is a wrong setting, reported with where it came from
+    (``origin``), and never created.
+    """
     if len(os.fsencode(path)) > MAX_PATH_BYTES:
         raise StartupError(
             f"plugin {plugin}: socket path {path} is longer than {MAX_PATH_BYTES} bytes, the "
@@ -92,13 +112,9 @@ def claim(path: Path, plugin: str) -> None:
     # as different UIDs, each adds its own directory and can remove only its
     # own. The plugin's directory is writable by this UID only. In
     # Kubernetes both exist already (the plugin's is a volume of its own).
-    try:
-        path.parent.parent.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StartupError(
-            f"plugin {plugin}: cannot create the socket directory {path.parent.parent.parent}: "
-            f"{e}; check KPLUG_SOCKET_DIR and that the shared volume is mounted"
-        ) from e
+    socket_dir = path.parent.parent.parent
+    if not socket_dir.exists():
+        raise StartupError(f"plugin {plugin}: {socket_dir_missing_message(socket_dir, origin)}")
     _make_dir(path.parent.parent, 0o1777, plugin)
     _make_dir(path.parent, 0o755, plugin)
     if not os.access(path.parent, os.W_OK | os.X_OK):

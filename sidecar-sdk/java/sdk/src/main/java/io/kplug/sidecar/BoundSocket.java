@@ -56,9 +56,12 @@ final class BoundSocket {
 
   /**
    * Applies the rule above and serves on {@code path} with {@code binder}. {@code plugin} names the
-   * plugin in error messages.
+   * plugin in error messages, {@code origin} where the socket dir came from. The socket dir must
+   * exist: it is the volume shared with the operator, so a missing one is a wrong setting, and is
+   * never created.
    */
-  static BoundSocket bind(Path path, String plugin, Binder binder) throws StartupException {
+  static BoundSocket bind(Path path, String plugin, SocketDirOrigin origin, Binder binder)
+      throws StartupException {
     int length = path.toString().getBytes(StandardCharsets.UTF_8).length;
     if (length > Protocol.MAX_SOCKET_PATH_BYTES) {
       throw new StartupException(
@@ -81,8 +84,13 @@ final class BoundSocket {
     // already (the plugin's is a volume of its own).
     Path own = path.getParent();
     Path plugins = own.getParent();
+    Path socketDir = plugins.getParent();
+    if (!Files.exists(socketDir)) {
+      throw new StartupException(
+          StartupException.Kind.SOCKET,
+          "plugin " + plugin + ": " + origin.socketDirMissingMessage(socketDir));
+    }
     try {
-      Files.createDirectories(plugins.getParent());
       makeDir(plugins, 01777);
       makeDir(own, 0755);
     } catch (IOException e) {
@@ -158,6 +166,25 @@ final class BoundSocket {
           StartupException.Kind.SOCKET,
           "plugin " + plugin + ": cannot stat the socket " + path + " just bound: " + e,
           e);
+    }
+  }
+
+  /**
+   * Removes the plugin's own directory, {@code <socket dir>/plugins/<name>/}, if it is empty (call
+   * it once the socket is gone); returns whether it did. One that holds anything (a newer
+   * instance's socket, a file) stays, and so does one that cannot be removed (a volume mounted
+   * there, in Kubernetes).
+   */
+  static boolean removePluginDir(Path own) {
+    if (!Files.isDirectory(own, LinkOption.NOFOLLOW_LINKS)) {
+      return false;
+    }
+    try {
+      // Only an empty directory, atomically: nothing that appears in it is ever lost.
+      Files.delete(own);
+      return true;
+    } catch (IOException e) {
+      return false;
     }
   }
 

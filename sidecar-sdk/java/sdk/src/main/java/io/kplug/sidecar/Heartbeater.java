@@ -7,6 +7,7 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollDomainSocketChannel;
 import io.netty.channel.unix.DomainSocketAddress;
+import java.io.IOException;
 import java.lang.System.Logger;
 import java.lang.System.Logger.Level;
 import java.nio.file.Path;
@@ -34,6 +35,7 @@ final class Heartbeater {
   }
 
   private final Path registry;
+  private final SocketDirOrigin origin;
   private final HeartbeatRequest request;
   private final EventLoopGroup group;
   private final Logger logger;
@@ -49,12 +51,14 @@ final class Heartbeater {
 
   Heartbeater(
       Path registry,
+      SocketDirOrigin origin,
       HeartbeatRequest request,
       Duration interval,
       EventLoopGroup group,
       Logger logger,
       DoubleSupplier randomUnit) {
     this.registry = registry;
+    this.origin = origin;
     this.request = request;
     this.interval = interval;
     this.group = group;
@@ -250,22 +254,7 @@ final class Heartbeater {
           failures++;
           delay = backoffDelay(failures, interval, randomUnit.getAsDouble());
           registered = false;
-          if (state != State.UNREACHABLE) {
-            Status status = Status.fromThrowable(e);
-            logger.log(
-                state == State.STARTING ? Level.INFO : Level.WARNING,
-                "plugin "
-                    + plugin
-                    + ": "
-                    + (state == State.STARTING ? "waiting for the operator" : "lost the operator")
-                    + " on "
-                    + registry
-                    + " ("
-                    + status.getCode()
-                    + ": "
-                    + status.getDescription()
-                    + "); retrying with backoff");
-          }
+          logFailure(state, e);
           state = State.UNREACHABLE;
           logger.log(
               Level.DEBUG,
@@ -278,6 +267,45 @@ final class Heartbeater {
       }
     } finally {
       closeChannel();
+    }
+  }
+
+  /**
+   * Logs a failed heartbeat that changes the state, at WARNING level (the retries after it are
+   * logged at DEBUG level): before the operator ever answered, a {@code registry.sock} that is
+   * missing or refuses connections says where the plugin looks and where that came from.
+   */
+  private void logFailure(State state, RuntimeException e) {
+    if (state == State.STARTING && registryAbsent()) {
+      logger.log(
+          Level.WARNING,
+          "plugin " + plugin + ": " + origin.registryWaitingMessage(registry.getParent()));
+    } else if (state != State.UNREACHABLE) {
+      Status status = Status.fromThrowable(e);
+      logger.log(
+          Level.WARNING,
+          "plugin "
+              + plugin
+              + ": "
+              + (state == State.STARTING
+                  ? "cannot reach the operator's registry"
+                  : "lost the operator")
+              + " on "
+              + registry
+              + " ("
+              + status.getCode()
+              + ": "
+              + status.getDescription()
+              + "); retrying with backoff");
+    }
+  }
+
+  /** Whether {@code registry.sock} is missing or refuses connections (not merely slow). */
+  private boolean registryAbsent() {
+    try {
+      return !BoundSocket.isLive(registry);
+    } catch (IOException e) {
+      return false; // cannot be told (e.g. no permission): not "absent"
     }
   }
 

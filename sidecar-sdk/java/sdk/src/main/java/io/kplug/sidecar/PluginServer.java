@@ -13,6 +13,8 @@ import io.netty.channel.unix.DomainSocketAddress;
 import java.io.IOException;
 import java.lang.System.Logger;
 import java.lang.System.Logger.Level;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
@@ -40,6 +42,7 @@ public final class PluginServer {
   private final Plugin plugin;
   private final Capabilities capabilities;
   private final Path socketDir;
+  private final SocketDirOrigin origin;
   private final Path socketPath;
   private final String instanceId;
   private final Duration grace;
@@ -54,11 +57,12 @@ public final class PluginServer {
   private Server server;
   private BoundSocket socket;
 
-  private PluginServer(Builder b, Path socketDir, Duration interval) {
+  private PluginServer(Builder b, Path socketDir, SocketDirOrigin origin, Duration interval) {
     this.info = b.info;
     this.plugin = b.plugin;
     this.capabilities = Capabilities.of(plugin, info);
     this.socketDir = socketDir;
+    this.origin = origin;
     this.socketPath =
         socketDir
             .resolve(Protocol.PLUGINS_DIR)
@@ -73,6 +77,7 @@ public final class PluginServer {
     this.heartbeat =
         new Heartbeater(
             socketDir.resolve(Protocol.REGISTRY_SOCKET),
+            origin,
             HeartbeatRequest.newBuilder()
                 .setName(info.name())
                 .setVersion(info.version())
@@ -99,7 +104,11 @@ public final class PluginServer {
   /**
    * Configures a {@link PluginServer}. Settings come from the builder, then the environment: {@code
    * $KPLUG_SOCKET_DIR} (default {@code /var/run/kplug}) and {@code $KPLUG_HEARTBEAT_INTERVAL}
-   * (seconds, may be fractional; default 5). An empty variable counts as unset.
+   * (seconds, may be fractional; default 5). An empty variable counts as unset. The socket dir must
+   * exist by {@link PluginServer#start()}: it is the volume shared with the operator, and the
+   * plugin never creates it. While the operator's {@code registry.sock} is missing (or refuses
+   * connections) before the operator ever answered, the plugin logs once, at WARNING level, where
+   * it looks and where that came from; the retries after it at DEBUG level.
    */
   public static final class Builder {
     private final Info info;
@@ -109,6 +118,7 @@ public final class PluginServer {
     private Duration grace = Protocol.DEFAULT_GRACE_PERIOD;
     private Logger logger = System.getLogger("io.kplug.sidecar");
     private java.util.function.DoubleSupplier randomUnit = Heartbeater.jitter();
+    private java.util.function.UnaryOperator<String> environment = System::getenv;
 
     private Builder(Info info, Plugin plugin) {
       this.info = Objects.requireNonNull(info, "info");
@@ -158,6 +168,12 @@ public final class PluginServer {
       return info.name();
     }
 
+    /** Where the variables are read, for tests that need another environment. */
+    Builder environment(java.util.function.UnaryOperator<String> environment) {
+      this.environment = environment;
+      return this;
+    }
+
     /** The backoff's jitter source, for tests that need the waits exactly. */
     Builder randomUnit(java.util.function.DoubleSupplier randomUnit) {
       this.randomUnit = randomUnit;
@@ -181,13 +197,16 @@ public final class PluginServer {
         throw config("gracePeriod(" + grace + "): it must not be negative");
       }
       Path dir = socketDir;
+      SocketDirOrigin origin = SocketDirOrigin.PROGRAM;
       if (dir == null) {
-        String env = System.getenv(Protocol.SOCKET_DIR_ENV);
-        dir = Path.of(env == null || env.isEmpty() ? Protocol.DEFAULT_SOCKET_DIR : env);
+        String env = environment.apply(Protocol.SOCKET_DIR_ENV);
+        boolean unset = env == null || env.isEmpty();
+        origin = unset ? SocketDirOrigin.DEFAULT : SocketDirOrigin.ENVIRONMENT;
+        dir = Path.of(unset ? Protocol.DEFAULT_SOCKET_DIR : env);
       }
       Duration interval = heartbeatInterval;
       if (interval == null) {
-        interval = intervalFromEnv(info.name(), System.getenv(Protocol.HEARTBEAT_INTERVAL_ENV));
+        interval = intervalFromEnv(info.name(), environment.apply(Protocol.HEARTBEAT_INTERVAL_ENV));
       }
       if (!Epoll.isAvailable()) {
         throw config(
@@ -206,7 +225,7 @@ public final class PluginServer {
                 + " offers nothing, so the operator will route no work to it; add an offer to"
                 + " its Info");
       }
-      return new PluginServer(this, dir.toAbsolutePath().normalize(), interval);
+      return new PluginServer(this, dir.toAbsolutePath().normalize(), origin, interval);
     }
 
     private StartupException config(String why) {
@@ -256,6 +275,11 @@ public final class PluginServer {
     return socketDir;
   }
 
+  /** Where the socket dir came from: the messages about it say so. */
+  SocketDirOrigin socketDirOrigin() {
+    return origin;
+  }
+
   /** Identifies this instance in heartbeats: a random UUID, different on every start. */
   public String instanceId() {
     return instanceId;
@@ -291,6 +315,7 @@ public final class PluginServer {
             BoundSocket.bind(
                 socketPath,
                 info.name(),
+                origin,
                 path -> {
                   server =
                       NettyServerBuilder.forAddress(new DomainSocketAddress(path.toString()))
@@ -340,8 +365,8 @@ public final class PluginServer {
    * Shuts the plugin down the way the protocol asks: stop heartbeating, call Registry.Unregister
    * (the operator stops routing calls here and answers once the calls in flight are done; errors
    * are logged), stop taking calls and let those in flight finish (up to the grace period), then
-   * remove the socket if it is still ours. Calling it again, or before {@link #start()}, does
-   * nothing.
+   * remove the socket if it is still ours, and the plugin's directory, {@code plugins/<name>/}, if
+   * that left it empty. Calling it again, or before {@link #start()}, does nothing.
    *
    * <p>An interrupt of the calling thread abandons the wait: every call still in flight is
    * cancelled (its handler's thread interrupted), the socket removed, and the interrupt kept.
@@ -381,6 +406,9 @@ public final class PluginServer {
       server.shutdownNow();
       shutDownEventLoops();
       socket.remove();
+      if (!Files.exists(socketPath, LinkOption.NOFOLLOW_LINKS)) {
+        BoundSocket.removePluginDir(socketPath.getParent());
+      }
       logger.log(Level.INFO, "plugin " + info.name() + ": stopped");
     }
   }

@@ -144,6 +144,34 @@ class RulesTest {
     }
   }
 
+  @Test
+  void socketDir() throws StartupException {
+    JsonNode rule = rule("socket_dir");
+    var origins = new ArrayList<String>();
+    for (JsonNode sample : rule.get("samples")) {
+      String name = sample.get("origin").asText();
+      origins.add(name);
+      SocketDirOrigin origin =
+          java.util.Arrays.stream(SocketDirOrigin.values())
+              .filter(o -> o.ruleName().equals(name))
+              .findFirst()
+              .orElseThrow();
+      Path dir = Path.of(sample.get("socket_dir").asText());
+      assertEquals(sample.get("waiting").asText(), origin.registryWaitingMessage(dir));
+      assertEquals(sample.get("missing").asText(), origin.socketDirMissingMessage(dir));
+    }
+    assertEquals(List.of("default", "environment", "program"), origins);
+    // Where the server says its socket dir came from.
+    var builder = PluginServer.builder(Info.builder("rules").build(), r -> Response.ok());
+    assertEquals(SocketDirOrigin.DEFAULT, builder.environment(v -> null).build().socketDirOrigin());
+    assertEquals(SocketDirOrigin.DEFAULT, builder.environment(v -> "").build().socketDirOrigin());
+    assertEquals(
+        SocketDirOrigin.ENVIRONMENT,
+        builder.environment(Map.of("KPLUG_SOCKET_DIR", "/tmp/k")::get).build().socketDirOrigin());
+    assertEquals(
+        SocketDirOrigin.PROGRAM, builder.socketDir(Path.of("/tmp/j")).build().socketDirOrigin());
+  }
+
   private static Duration seconds(JsonNode n) {
     return Duration.ofNanos(Math.round(n.asDouble() * 1e9));
   }
@@ -159,7 +187,8 @@ class RulesTest {
             "reserved_condition_types",
             "message_limit",
             "environment",
-            "heartbeat_backoff"),
+            "heartbeat_backoff",
+            "socket_dir"),
         all,
         "rules.json has rules this test does not check: add a test for each");
   }
