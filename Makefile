@@ -105,8 +105,9 @@ build: ## build every crate, binary and example of the workspace
 # 3. test-last, one at a time: the test binaries that need the whole machine
 #    and the images (the real node, docker compose), the doc tests, then
 #    docs/your-own-kind.md word for word. The page last: its
-#    `cargo build -p ...` builds the dependencies again with that package's
-#    features (beside the workspace's build, not over it).
+#    `cargo build -p ...` and its Rust plugin build some dependencies again
+#    with those packages' features (beside the workspace's build, not over
+#    it).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
 TEST_CHECKS := images-hold test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
@@ -324,11 +325,12 @@ conformance-plugins: go-stubs java-sdk
 	@mkdir -p $(CONFORMANCE_DIR)/bin
 	cd sidecar-sdk/go && $(GO) build -o $(abspath $(CONFORMANCE_DIR))/bin/ ./internal/conformance/cmd/conformance-plugin
 
-# docs/your-own-kind.md, every command word for word, once per SDK's hello
-# plugin (docs/tests/); its Python is checked with the Python SDK's tools.
+# docs/your-own-kind.md, every command word for word, once per language of
+# the plugin the reader writes (docs/tests/); its Python is checked with the
+# Python SDK's tools.
 DOCS_PY := sidecar-sdk/python/.venv/bin
 .PHONY: test-docs
-test-docs: testenv node-binaries build sdk-hellos python-sdk ## run docs/your-own-kind.md word for word with each SDK's hello plugin
+test-docs: testenv node-binaries build sdk-hellos python-sdk ## run docs/your-own-kind.md word for word, with its plugin in each SDK's language
 	$(DOCS_PY)/ruff check docs/tests
 	$(DOCS_PY)/ruff format --check docs/tests
 	$(DOCS_PY)/mypy --strict docs/tests

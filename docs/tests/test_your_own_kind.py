@@ -3,7 +3,9 @@
 Every ```sh block of the page runs, in order, in one bash process from the
 repository's root; of the blocks marked ``plugin=<language>`` only that
 language's runs, once per language. The ```text block that follows a
-command block is what that block must print (the AGE column aside).
+command block is what that block must print (the AGE column aside). The
+page writes the reader's kind and plugin into a directory of the reader's
+(MY_KIND), which each run starts without and removes when it ends.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -21,10 +24,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "your-own-kind.md"
 LANGUAGES = ["rust", "python", "go", "typescript", "java"]
-# The page works in fixed places (/tmp/kplug-hello, its kubeconfig), as a
-# reader would. Two runs of it on one machine (two checkouts' `make test`)
-# would take each other's socket and API server: each run holds this lock.
-LOCK = Path("/tmp/kplug-hello.lock")
+# The page works in a fixed place, as a reader would: the reader's directory,
+# with the kubeconfig, the socket dir, the CRD and the plugin's project. Two
+# runs of it on one machine (two checkouts' `make test`) would take each
+# other's directory, socket and API server: each run holds this lock.
+MY_KIND = Path("/tmp/my-kind")
+LOCK = Path("/tmp/my-kind.lock")
 FENCE = re.compile(r"^```(\w*)(.*?)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -98,7 +103,12 @@ def test_the_page_word_for_word(language: str) -> None:
         except BlockingIOError:
             print(f"waiting for another run of the page ({LOCK} is held)", flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        output, returncode = run_page(script)
+        shutil.rmtree(MY_KIND, ignore_errors=True)  # what a killed run left
+        try:
+            output, returncode = run_page(script)
+            stopped = not (MY_KIND / "kubeconfig").exists()
+        finally:
+            shutil.rmtree(MY_KIND, ignore_errors=True)
     assert returncode == 0, (
         f"the page's commands failed ({language}):\n{output[-6000:]}"
     )
@@ -117,6 +127,7 @@ def test_the_page_word_for_word(language: str) -> None:
                 f"{line!r} not printed by:\n{block.body}\n{printed[str(i)]}"
             )
     every = "\n".join(printed.values())
-    assert "Hello, world!!\n" in every
+    assert "Friday: water the plants\n" in every
+    assert "NoteWritten=True Written\n" in every
     assert "Ready=True Reconciled\n" in every
-    assert not Path("/tmp/kplug-hello.kubeconfig").exists(), "kube-testenv was stopped"
+    assert stopped, "kube-testenv was stopped (it removes its kubeconfig)"

@@ -1,8 +1,8 @@
 //! The smallest useful plugin: greets every `Greeting` object by name, with
 //! the punctuation its `GreetingHelloExtension` asks for.
 //!
-//! The kind is in `examples/hello/crd.yaml`; `docs/your-own-kind.md` runs
-//! this plugin next to the operator:
+//! The kind is in `examples/hello/crd.yaml`; run this plugin next to an
+//! operator for it (`docs/your-own-kind.md` shows how to start one):
 //!     KPLUG_SOCKET_DIR=/tmp/kplug cargo run -p kplug-sidecar --example hello
 
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};

@@ -4,8 +4,8 @@
 // which greeting used it), and says goodbye when the object is deleted
 // (finalize).
 //
-// The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this
-// plugin next to the operator:
+// The kind is in examples/hello/crd.yaml; run this plugin next to an
+// operator for it (docs/your-own-kind.md shows how to start one):
 //     npm run build:test && KPLUG_SOCKET_DIR=/tmp/kplug node build/examples/hello.js
 // (in your own project: `import { ... } from "@kplug/sidecar"`).
 

@@ -4,8 +4,8 @@
 // tells that extension, in its status, which greeting used it), and says
 // goodbye when the object is deleted (Finalize).
 //
-// The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this
-// plugin next to the operator:
+// The kind is in examples/hello/crd.yaml; run this plugin next to an
+// operator for it (docs/your-own-kind.md shows how to start one):
 //
 //	KPLUG_SOCKET_DIR=/tmp/kplug go run ./examples/hello
 package main

@@ -17,8 +17,8 @@ import java.util.Optional;
  * (and tells that extension, in its status, which greeting used it), and says goodbye when the
  * object is deleted (Finalize).
  *
- * <p>The kind is in examples/hello/crd.yaml; docs/your-own-kind.md runs this plugin next to the
- * operator.
+ * <p>The kind is in examples/hello/crd.yaml; run this plugin next to an operator for it
+ * (docs/your-own-kind.md shows how to start one).
  */
 public final class Hello implements Plugin {
   /** The plugin's description: one offer, Hello for Greetings, with its extension kind. */
