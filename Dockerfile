@@ -22,6 +22,7 @@ FROM rust:1.95.0-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY proto proto
+COPY checks checks
 COPY operator operator
 # A workspace member (kubectl kplug, not in any image): cargo reads every
 # member's manifest.
