@@ -1,8 +1,9 @@
 //! The operator side of kplug: a registry of sidecar plugins, and the
 //! delegation of a custom resource's reconcile to them.
 //!
-//! Use it as the generic `kplug-operator` binary (no code), or as a library
-//! inside your own kube-rs operator. Embedding takes a [`Registry`] (where
+//! Use it as the generic `kplug-operator` binary (no code; package
+//! `kplug-operator-bin`, in `operator/cli/`), or as a library inside your
+//! own kube-rs operator. Embedding takes a [`Registry`] (where
 //! plugins register), a [`Delegate`] for your kind, and a kube-runtime
 //! `Controller` that calls it, around steps of your own:
 //!
