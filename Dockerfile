@@ -22,6 +22,9 @@ FROM rust:1.95.0-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY proto proto
+COPY checks checks
+# The operator library, and its binary (operator/cli/, package
+# kplug-operator-bin).
 COPY operator operator
 # A workspace member (kubectl kplug, not in any image): cargo reads every
 # member's manifest.
@@ -51,7 +54,7 @@ COPY examples examples
 RUN --mount=type=cache,id=kplug-cargo-registry,target=/usr/local/cargo/registry \
     --mount=type=cache,id=kplug-target,target=/src/target \
     find . -path ./target -prune -o -type f -exec touch {} + \
-    && cargo build --release --locked -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p kplug-exec \
+    && cargo build --release --locked -p kplug-operator-bin -p sqlite-plugin -p mariadb-plugin -p kplug-exec \
        -p database-server-plugins \
     && install -D -m 0755 -t /out/bin target/release/kplug-operator \
        target/release/sqlite-plugin target/release/mariadb-plugin target/release/kplug-exec \

@@ -458,7 +458,7 @@ images: docker-engine $(TARGET_DIR)/testenv/kubectl ## build every kplug image a
 .PHONY: demo
 demo: testenv ## the database-table walkthrough: control plane, operator, SQLite plugin, a table converging
 	@echo "building the operator, the SQLite plugin and the demo (first build takes a few minutes)..."
-	$(CARGO) build -p kplug-operator -p sqlite-plugin -p mariadb-plugin -p database-table-demo
+	$(CARGO) build -p kplug-operator-bin -p sqlite-plugin -p mariadb-plugin -p database-table-demo
 	$(TARGET_DIR)/debug/kplug-demo
 
 # --- chaos -------------------------------------------------------------------
@@ -468,7 +468,7 @@ CHAOS_SECONDS ?= 40
 
 .PHONY: chaos
 chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and leader SIGKILLs, an API server restart and edits; checked in SQLite (make test runs 60)
-	$(CARGO) build -p kplug-operator -p sqlite-plugin
+	$(CARGO) build -p kplug-operator-bin -p sqlite-plugin
 	KPLUG_CHAOS_TABLES=$(CHAOS_TABLES) KPLUG_CHAOS_SECONDS=$(CHAOS_SECONDS) \
 	  $(CARGO) test -p kplug-operator --test chaos -- --nocapture
 
@@ -511,7 +511,7 @@ bench-polyglot: bench-servers ## P1: every SDK vs its bare gRPC library, each a 
 
 .PHONY: bench-end-to-end
 bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if bench-polyglot ran): kplug end to end against its baselines on a real API server
-	$(CARGO) build --release -p kplug-operator -p sqlite-plugin -p kplug-bench --bins
+	$(CARGO) build --release -p kplug-operator-bin -p sqlite-plugin -p kplug-bench --bins
 	$(TARGET_DIR)/release/kplug-bench run --tables $(BENCH_TABLES) --rounds $(BENCH_ROUNDS) \
 	  --waiting $(BENCH_WAITING) --footprint $(BENCH_FOOTPRINT) --children $(BENCH_CHILDREN) \
 	  --parts $(BENCH_PARTS) \

@@ -101,7 +101,7 @@ mod tests {
         assert!(ignore.excludes(".git/HEAD"));
         assert!(ignore.excludes("secret-key"));
         assert!(!ignore.excludes("secret-ok"));
-        assert!(!ignore.excludes("operator/src/bin/kplug-operator/main.rs"));
+        assert!(!ignore.excludes("operator/cli/src/main.rs"));
         assert!(!ignore.excludes("Cargo.toml"));
     }
 }

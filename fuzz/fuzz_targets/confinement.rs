@@ -1,4 +1,4 @@
-//! Socket confinement (`kplug_operator::confinement::confine`): a path a
+//! Socket confinement (`kplug_checks::confinement::confine`): a path a
 //! plugin registers must resolve to a Unix socket inside the socket dir,
 //! against a real tree of sockets, files, directories and symlinks (see
 //! `kplug_fuzz::confinement::Tree`).

@@ -1,5 +1,5 @@
 //! A plugin's `FinalizeResponse`, as the operator checks it
-//! (`kplug_operator::status::check_finalize`): outcome, events (count,
+//! (`kplug_checks::response::check_finalize`): outcome, events (count,
 //! objects they are about, message lengths), retry_after.
 //!
 //! Input: the first byte picks the mode. Even: the rest is structured

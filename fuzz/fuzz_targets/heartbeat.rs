@@ -1,5 +1,5 @@
 //! A plugin's heartbeat, as the registry checks it before dialling or
-//! storing anything (`kplug_operator::refusal::heartbeat_refusal`): name
+//! storing anything (`kplug_checks::heartbeat::check_heartbeat`): name
 //! rule, instance id, size bounds, protocol.
 //!
 //! Input: the first byte picks the mode. Even: the rest is structured

@@ -1,5 +1,5 @@
 //! A plugin's `ReconcileResponse`, as the operator checks it before writing
-//! anything (`kplug_operator::status::check_reconcile`): outcome, JSON
+//! anything (`kplug_checks::response::check_reconcile`): outcome, JSON
 //! statuses, reserved keys and condition types, targets that were sent,
 //! counts, message lengths, retry_after.
 //!

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kplug_checks::response::Severity;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 /// Longest note the Events API accepts.
@@ -130,11 +131,15 @@ impl Events {
         &self,
         plugin: &str,
         regarding: &ObjectReference,
-        type_: EventType,
+        severity: Severity,
         reason: &str,
         action: &str,
         note: impl Into<String>,
     ) {
+        let type_ = match severity {
+            Severity::Normal => EventType::Normal,
+            Severity::Warning => EventType::Warning,
+        };
         let controller = format!("{}/{plugin}", self.reporter.controller);
         if !self.occurs(&controller, regarding, type_, reason, action) {
             return;

@@ -1,8 +1,9 @@
 //! The operator side of kplug: a registry of sidecar plugins, and the
 //! delegation of a custom resource's reconcile to them.
 //!
-//! Use it as the generic `kplug-operator` binary (no code), or as a library
-//! inside your own kube-rs operator. Embedding takes a [`Registry`] (where
+//! Use it as the generic `kplug-operator` binary (no code; package
+//! `kplug-operator-bin`, in `operator/cli/`), or as a library inside your
+//! own kube-rs operator. Embedding takes a [`Registry`] (where
 //! plugins register), a [`Delegate`] for your kind, and a kube-runtime
 //! `Controller` that calls it, around steps of your own:
 //!
@@ -48,13 +49,6 @@ mod admission;
 pub mod advert;
 mod backoff;
 mod children;
-// Public only for the fuzz targets (`fuzz/`), with the `fuzzing` feature.
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod confinement;
-#[cfg(not(feature = "fuzzing"))]
-#[allow(unreachable_pub)]
-mod confinement;
 mod connection;
 mod delegate;
 mod events;
@@ -68,27 +62,12 @@ mod ownership;
 mod plugin;
 mod preference;
 mod reconcile;
-// Public for the fuzz targets and for kplug-conformance (the operator's own
-// heartbeat checks); not part of the API.
-#[cfg(any(feature = "fuzzing", feature = "conformance"))]
-#[doc(hidden)]
-pub mod refusal;
-#[cfg(not(any(feature = "fuzzing", feature = "conformance")))]
-#[allow(unreachable_pub)]
 mod refusal;
 mod registry;
 mod relist;
 mod run;
 mod selection;
 mod share;
-// Public for the fuzz targets (`fuzzing`) and for kplug-conformance
-// (`conformance`), which checks a plugin's answers with the operator's own
-// rules; not part of the API.
-#[cfg(any(feature = "fuzzing", feature = "conformance"))]
-#[doc(hidden)]
-pub mod status;
-#[cfg(not(any(feature = "fuzzing", feature = "conformance")))]
-#[allow(unreachable_pub)]
 mod status;
 mod target;
 mod throttle;

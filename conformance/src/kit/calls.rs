@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use kplug_checks::response::{check_finalize, check_reconcile};
 use kplug_proto::v1::{
     Capability, FinalizeRequest, HeartbeatRequest, Offer, Outcome, ProbeRequest, ReconcileRequest,
 };
@@ -12,7 +13,6 @@ use serde_json::{Value, json};
 
 use super::{CALL_DEADLINE, Kit, timed};
 use crate::checks::Verdict;
-use kplug_operator::status::{check_finalize, check_reconcile};
 
 /// The size of the object in `message-limit`: past gRPC's 4 MiB default.
 const LARGE_OBJECT_BYTES: usize = 5 * 1024 * 1024;

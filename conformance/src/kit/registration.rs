@@ -304,7 +304,7 @@ fn judge_interval(ours: &[Heartbeat], asked: Duration, window: Duration) -> Resu
 /// The heartbeat's own fields: what the operator checks, its socket path,
 /// an offer.
 fn heartbeat_fields(first: &HeartbeatRequest) -> Result<(), String> {
-    kplug_operator::refusal::heartbeat_refusal(first)
+    kplug_checks::heartbeat::check_heartbeat(first)
         .map_err(|why| format!("the operator would refuse the heartbeat: {why}"))?;
     let expected = kplug_proto::plugin_socket(&first.name);
     if first.socket != expected {

@@ -1,7 +1,7 @@
 //! The invariants every plugin response the operator accepts satisfies.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kplug_operator::status::{Checked, reference};
+use kplug_checks::response::{Checked, reference};
 use kplug_proto::v1::{self, Outcome};
 use kplug_proto::{RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS, limits};
 use kube::core::DynamicObject;
@@ -76,7 +76,7 @@ fn check_common(
 /// Checks `check_reconcile` on `resp`: it never panics, and a response it
 /// accepts satisfies every bound and rule (see the crate's README).
 pub fn check_reconcile(resp: &v1::ReconcileResponse, base: &DynamicObject, sent: &[DynamicObject]) {
-    let result = kplug_operator::status::check_reconcile(resp.clone(), base, sent);
+    let result = kplug_checks::response::check_reconcile(resp.clone(), base, sent);
     debug(&result.as_ref().map(|_| "accepted"));
     let Ok(checked) = result else {
         return;
@@ -152,7 +152,7 @@ fn check_conditions(checked: &Checked, sent: &[v1::Condition]) {
 
 /// Checks `check_finalize` on `resp` like [`check_reconcile`].
 pub fn check_finalize(resp: &v1::FinalizeResponse, base: &DynamicObject, sent: &[DynamicObject]) {
-    let result = kplug_operator::status::check_finalize(resp.clone(), base, sent);
+    let result = kplug_checks::response::check_finalize(resp.clone(), base, sent);
     debug(&result.as_ref().map(|_| "accepted"));
     let Ok(checked) = result else {
         return;

@@ -276,7 +276,7 @@ impl PathInput {
 /// and was registered without `..` (and, if absolute, under the socket dir
 /// as configured or as canonical).
 pub fn check(tree: &Tree, socket_dir: &Path, registered: &str) {
-    let result = kplug_operator::confinement::confine(socket_dir, registered);
+    let result = kplug_checks::confinement::confine(socket_dir, registered);
     crate::debug(&result.as_ref().map_err(ToString::to_string));
     let path = match result {
         Err(e) => {

@@ -102,12 +102,12 @@ impl HeartbeatInput {
     }
 }
 
-/// Checks `kplug_operator::refusal::heartbeat_refusal` on `req`: it never
+/// Checks `kplug_checks::heartbeat::check_heartbeat` on `req`: it never
 /// panics, and a heartbeat it accepts satisfies every documented rule (a
 /// DNS-label name, an instance id, the size bounds of
 /// `kplug_proto::limits`, the protocol).
 pub fn check_heartbeat(req: &v1::HeartbeatRequest) {
-    let result = kplug_operator::refusal::heartbeat_refusal(req);
+    let result = kplug_checks::heartbeat::check_heartbeat(req).map_err(|r| r.to_string());
     debug(&result);
     match result {
         Err(reason) => assert!(!reason.is_empty(), "a refusal without a reason"),

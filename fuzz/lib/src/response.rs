@@ -1,7 +1,7 @@
 //! Plugin responses (Reconcile, Finalize) from fuzz input.
 
 use arbitrary::Arbitrary;
-use kplug_operator::status::reference;
+use kplug_checks::response::reference;
 use kplug_proto::v1::{self, Outcome};
 use kube::core::DynamicObject;
 

@@ -38,7 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 /// A plugin's heartbeat, as the registry checks it before dialling or
-/// storing anything (`kplug_operator::refusal::heartbeat_refusal`): name
+/// storing anything (`kplug_checks::heartbeat::check_heartbeat`): name
 /// rule, instance id, size bounds, protocol.
 ///
 /// Input: the first byte picks the mode. Even: the rest is structured
@@ -64,7 +64,7 @@ pub fn heartbeat(data: &[u8]) {
     check_heartbeat(&req);
 }
 
-/// Socket confinement (`kplug_operator::confinement::confine`): a path a
+/// Socket confinement (`kplug_checks::confinement::confine`): a path a
 /// plugin registers must resolve to a Unix socket inside the socket dir,
 /// against a real tree of sockets, files, directories and symlinks (see
 /// [`confinement::Tree`]).
@@ -83,7 +83,7 @@ pub fn confinement(data: &[u8]) {
 }
 
 /// A plugin's `ReconcileResponse`, as the operator checks it before writing
-/// anything (`kplug_operator::status::check_reconcile`): outcome, JSON
+/// anything (`kplug_checks::response::check_reconcile`): outcome, JSON
 /// statuses, reserved keys and condition types, targets that were sent,
 /// counts, message lengths, retry_after.
 ///
@@ -126,7 +126,7 @@ pub fn reconcile_response(data: &[u8]) {
 }
 
 /// A plugin's `FinalizeResponse`, as the operator checks it
-/// (`kplug_operator::status::check_finalize`): outcome, events (count,
+/// (`kplug_checks::response::check_finalize`): outcome, events (count,
 /// objects they are about, message lengths), retry_after.
 ///
 /// Input: the first byte picks the mode. Even: the rest is structured

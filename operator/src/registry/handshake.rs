@@ -6,6 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use kplug_checks::confinement::confine;
+use kplug_checks::heartbeat::{
+    check_capabilities, check_declarations, check_mutations, check_sizes,
+};
 use kplug_proto::limits;
 use kplug_proto::v1::plugin_client::PluginClient;
 use kplug_proto::v1::{GetInfoRequest, GetInfoResponse, HeartbeatRequest};
@@ -14,12 +18,9 @@ use tonic::Request;
 use tonic::transport::Channel;
 
 use super::Registry;
-use crate::confinement::confine;
 use crate::connection::dial;
 use crate::plugin::{CallError, CallPolicies, Defaults, PluginInstance};
-use crate::refusal::{
-    Refusal, check_agreement, check_capabilities, check_declarations, check_mutations, check_sizes,
-};
+use crate::refusal::{Refusal, check_agreement};
 
 impl Registry {
     /// Lists a new instance: its socket confined and dialled, its

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use kplug_checks::heartbeat::check_heartbeat;
 use kplug_proto::v1::registry_server::Registry as RegistryApi;
 use kplug_proto::v1::{HeartbeatRequest, HeartbeatResponse, UnregisterRequest, UnregisterResponse};
 use kube::runtime::events::EventType;
@@ -11,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::Registry;
 use crate::plugin::PluginInstance;
-use crate::refusal::{Refusal, check_heartbeat};
+use crate::refusal::Refusal;
 
 impl Registry {
     /// Registers, renews or refuses the instance a heartbeat names; the

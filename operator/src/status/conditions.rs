@@ -1,8 +1,10 @@
-//! The operator's conditions: one condition, and the four the operator
-//! owns (rendered into `status.conditions` by [`super::operator`]; the two
-//! that only say "all is well" are left out, see
-//! [`OperatorConditions::all`]).
+//! The operator's conditions: the four it owns (rendered into
+//! `status.conditions` by [`super::operator`]; the two that only say "all
+//! is well" are left out, see [`OperatorConditions::all`]). A condition is
+//! `kplug_checks::response::Condition`, the type a plugin's are checked
+//! into.
 
+use kplug_checks::response::Condition;
 use serde_json::Value;
 
 use super::types;
@@ -11,68 +13,30 @@ use super::types;
 /// with nothing more to say.
 const ALL_WELL: [&str; 2] = ["PluginReady", "Resolved"];
 
-/// A condition to write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// CamelCase type.
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: &'static str,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Message for humans.
-    pub message: String,
-}
-
-impl Condition {
-    /// A condition that holds (`ok`) or not.
-    pub fn new(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: if ok { "True" } else { "False" },
-            reason: reason.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// A condition whose status is not known yet.
-    pub fn unknown(type_: &str, reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            status: "Unknown",
-            ..Self::new(type_, false, reason, message)
-        }
-    }
-
-    /// Whether it holds.
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
-
-    /// Whether it holds and says nothing more: a plugin ready for what was
-    /// asked, every extension found ([`OperatorConditions::all`] leaves
-    /// such ones out).
-    pub fn is_all_well(&self) -> bool {
-        self.is_true() && ALL_WELL.contains(&self.reason.as_str())
-    }
+/// Whether `condition` holds and says nothing more: a plugin ready for
+/// what was asked, every extension found ([`OperatorConditions::all`]
+/// leaves such ones out).
+fn is_all_well(condition: &Condition) -> bool {
+    condition.is_true() && ALL_WELL.contains(&condition.reason.as_str())
 }
 
 /// The operator's three conditions; [`OperatorConditions::ready`] derives
 /// `Ready` from them.
 #[derive(Clone, Debug)]
-pub struct OperatorConditions {
+pub(crate) struct OperatorConditions {
     /// `PluginAvailable`.
-    pub plugin_available: Condition,
+    pub(crate) plugin_available: Condition,
     /// `ExtensionsResolved`.
-    pub extensions_resolved: Condition,
+    pub(crate) extensions_resolved: Condition,
     /// `Reconciled`.
-    pub reconciled: Condition,
+    pub(crate) reconciled: Condition,
 }
 
 impl OperatorConditions {
     /// Waiting for a plugin: `PluginAvailable=False` with `reason` and
     /// `message`, the extensions not resolved yet, and `reconciled` (the
     /// wait's outcome).
-    pub fn waiting_for_plugin(reason: &str, message: &str, reconciled: Condition) -> Self {
+    pub(crate) fn waiting_for_plugin(reason: &str, message: &str, reconciled: Condition) -> Self {
         Self {
             plugin_available: Condition::new(types::PLUGIN_AVAILABLE, false, reason, message),
             extensions_resolved: Condition::unknown(
@@ -86,7 +50,7 @@ impl OperatorConditions {
 
     /// Cleaning up before the object goes: its plugin is there and its
     /// extensions resolved; `reconciled` says how the clean-up stands.
-    pub fn finalizing(reconciled: Condition) -> Self {
+    pub(crate) fn finalizing(reconciled: Condition) -> Self {
         Self {
             plugin_available: Condition::new(
                 types::PLUGIN_AVAILABLE,
@@ -106,7 +70,7 @@ impl OperatorConditions {
 
     /// Moved off `implementation` (`kplug.io/reselect`): everything is
     /// pending until the next choice.
-    pub fn reselecting(implementation: &str) -> Self {
+    pub(crate) fn reselecting(implementation: &str) -> Self {
         Self {
             plugin_available: Condition::unknown(
                 types::PLUGIN_AVAILABLE,
@@ -124,7 +88,7 @@ impl OperatorConditions {
 
     /// `Ready`: true when the others are; else false with the reason and
     /// message of the first one that is not.
-    pub fn ready(&self) -> Condition {
+    pub(crate) fn ready(&self) -> Condition {
         let parts = [
             &self.plugin_available,
             &self.extensions_resolved,
@@ -164,7 +128,7 @@ impl OperatorConditions {
     /// against 2.1 KB), and its writes that much dearer
     /// (`docs/performance.md`). Server-side apply removes a condition the
     /// operator stops writing.
-    pub fn all(&self) -> Vec<Condition> {
+    pub(crate) fn all(&self) -> Vec<Condition> {
         let parts = [
             &self.plugin_available,
             &self.extensions_resolved,
@@ -179,7 +143,7 @@ impl OperatorConditions {
                 // Before the blocking one, or none blocks: `Reconciled`
                 // holds (`Ready` carries its message), the others say
                 // something only with a notice.
-                _ => !part.is_all_well() && part.type_ != types::RECONCILED,
+                _ => !is_all_well(part) && part.type_ != types::RECONCILED,
             };
             if says_something {
                 all.push(part.clone());
@@ -191,7 +155,7 @@ impl OperatorConditions {
 
 /// The condition `type_` among `conditions` (an object's
 /// `status.conditions`), if there is one.
-pub fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+pub(crate) fn find_condition<'a>(conditions: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
     conditions?
         .as_array()?
         .iter()

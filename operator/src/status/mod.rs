@@ -1,5 +1,6 @@
-//! Status: the operator's conditions, checking what plugins return, and the
-//! server-side apply bodies that write it.
+//! Status: the operator's conditions, what plugins return (checked by
+//! `kplug_checks::response`), and the server-side apply bodies that write
+//! it.
 //!
 //! # Expected flow
 //! Status is written with server-side apply on the `/status` subresource:
@@ -13,7 +14,7 @@
 //!
 //! # Guarantees
 //! - A plugin response is checked completely before anything is written
-//!   ([`check_reconcile`]): bad JSON, a status that is not an object, a key
+//!   ([`check_reconcile`], from `kplug-checks`): bad JSON, a status that is not an object, a key
 //!   the operator owns, a status for an object the plugin was not sent, or a
 //!   reserved condition type make the whole response invalid, and nothing
 //!   of it is applied.
@@ -24,48 +25,48 @@
 //!   plugin's fields (e.g. `x-kubernetes-preserve-unknown-fields: true`).
 //!
 //! The conditions the operator writes are in `conditions`, the status it
-//! applies in `operator`; the checks of what a plugin returns in
-//! `response`.
+//! applies in `operator`; the checks of what a plugin returns are
+//! `kplug_checks::response`, re-exported here with the types they make.
 
-mod children;
 mod conditions;
 mod operator;
-mod response;
 mod unchanged;
 
-pub use children::{ChildKey, Intent};
-pub use conditions::{Condition, OperatorConditions, find_condition};
-pub use operator::{Choice, OperatorStatus};
-pub use response::{Checked, PluginEvent, check_finalize, check_hook, check_reconcile};
-pub use unchanged::{holds_applied, holds_manager_part, kept_plugin_fields, owned_status_keys};
+pub(crate) use conditions::{OperatorConditions, find_condition};
+pub(crate) use kplug_checks::response::{
+    Checked, ChildKey, Condition, Intent, PluginEvent, check_finalize, check_hook, check_reconcile,
+};
+pub(crate) use operator::{Choice, OperatorStatus};
+pub(crate) use unchanged::{
+    holds_applied, holds_manager_part, kept_plugin_fields, owned_status_keys,
+};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 /// Condition types the operator owns.
-pub mod types {
+pub(crate) mod types {
     /// All of the below are true.
-    pub const READY: &str = "Ready";
+    pub(crate) const READY: &str = "Ready";
     /// A ready plugin serves the chosen implementation.
-    pub const PLUGIN_AVAILABLE: &str = "PluginAvailable";
+    pub(crate) const PLUGIN_AVAILABLE: &str = "PluginAvailable";
     /// Every referenced extension exists.
-    pub const EXTENSIONS_RESOLVED: &str = "ExtensionsResolved";
+    pub(crate) const EXTENSIONS_RESOLVED: &str = "ExtensionsResolved";
     /// The last plugin call succeeded.
-    pub const RECONCILED: &str = "Reconciled";
+    pub(crate) const RECONCILED: &str = "Reconciled";
 }
 
 /// Status keys the operator owns; plugins may not write them.
-pub const OPERATOR_KEYS: [&str; 4] = kplug_proto::RESERVED_STATUS_KEYS;
+pub(crate) const OPERATOR_KEYS: [&str; 4] = kplug_proto::RESERVED_STATUS_KEYS;
 
 /// The field manager for a plugin's status writes.
-pub fn plugin_manager(plugin: &str) -> String {
+pub(crate) fn plugin_manager(plugin: &str) -> String {
     format!("kplug-plugin-{plugin}")
 }
 
 /// The body of a server-side apply of `status` to `obj`'s `/status`.
-pub fn apply_body(obj: &DynamicObject, status: Value) -> Value {
+pub(crate) fn apply_body(obj: &DynamicObject, status: Value) -> Value {
     let types = obj.types.clone().unwrap_or_default();
     let mut metadata = json!({ "name": obj.name_any() });
     if let Some(ns) = obj.namespace() {
@@ -77,18 +78,4 @@ pub fn apply_body(obj: &DynamicObject, status: Value) -> Value {
         "metadata": metadata,
         "status": status,
     })
-}
-
-/// A reference to `obj` for Events.
-pub fn reference(obj: &DynamicObject) -> ObjectReference {
-    let types = obj.types.clone().unwrap_or_default();
-    ObjectReference {
-        api_version: Some(types.api_version),
-        kind: Some(types.kind),
-        name: obj.meta().name.clone(),
-        namespace: obj.namespace(),
-        uid: obj.uid(),
-        resource_version: obj.resource_version(),
-        ..ObjectReference::default()
-    }
 }

@@ -3,10 +3,11 @@
 //! conditions, the plugins' conditions, the recorded choice and the plugin
 //! fields it carries.
 
+use kplug_checks::response::Condition;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::conditions::{Condition, OperatorConditions, find_condition, mark_trace};
+use super::conditions::{OperatorConditions, find_condition, mark_trace};
 
 /// A condition as written to `status.conditions` (metav1.Condition).
 ///
@@ -16,21 +17,21 @@ use super::conditions::{Condition, OperatorConditions, find_condition, mark_trac
 /// on every reconcile. The stored string is kept as it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RenderedCondition {
+pub(crate) struct RenderedCondition {
     /// CamelCase type.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub(crate) type_: String,
     /// `True`, `False` or `Unknown`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// CamelCase reason.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Message for humans.
-    pub message: String,
+    pub(crate) message: String,
     /// When `status` last changed, in whole seconds (as metav1.Time).
-    pub last_transition_time: String,
+    pub(crate) last_transition_time: String,
     /// The generation the condition was set at.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
 }
 
 /// What the operator applies to a base object's status under its own field
@@ -38,32 +39,32 @@ pub struct RenderedCondition {
 /// plugin's fields (server-side apply removes a field it stops carrying).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OperatorStatus {
+pub(crate) struct OperatorStatus {
     /// The plugin's fields, at the top level of the status beside the
     /// operator's own. They never hold an operator key (a plugin's answer
     /// that does is refused as a whole, and kept fields leave them out);
     /// were one there, the operator's field below would win.
     #[serde(flatten)]
-    pub plugin_fields: Map<String, Value>,
+    pub(crate) plugin_fields: Map<String, Value>,
     /// The generation this status is about (`null` for an object without one).
-    pub observed_generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
     /// The operator's conditions (`Ready` first), then the plugins'.
-    pub conditions: Vec<RenderedCondition>,
+    pub(crate) conditions: Vec<RenderedCondition>,
     /// The recorded implementation, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub implementation: Option<String>,
+    pub(crate) implementation: Option<String>,
     /// The plugin that serves it, when one is recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
+    pub(crate) plugin: Option<String>,
 }
 
 /// The recorded choice, as the status names it.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Choice<'a> {
+pub(crate) struct Choice<'a> {
     /// The implementation.
-    pub implementation: Option<&'a str>,
+    pub(crate) implementation: Option<&'a str>,
     /// The plugin that serves it.
-    pub plugin: Option<&'a str>,
+    pub(crate) plugin: Option<&'a str>,
 }
 
 impl OperatorStatus {
@@ -71,7 +72,7 @@ impl OperatorStatus {
     /// each condition's `lastTransitionTime` while its status holds), at
     /// `generation`. `trace`, the reconcile's trace id, is named in the
     /// `Reconciled` message when that condition changes.
-    pub fn new(
+    pub(crate) fn new(
         previous: Option<&Value>,
         generation: Option<i64>,
         operator: &OperatorConditions,
@@ -96,7 +97,7 @@ impl OperatorStatus {
     }
 
     /// As the JSON body of a server-side apply.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         // Strings, integers and maps of JSON values: this cannot fail.
         serde_json::to_value(self).unwrap_or_default()
     }

@@ -20,7 +20,7 @@ use super::OPERATOR_KEYS;
 /// compared by type, whatever their order) and the plugin's fields, each
 /// with the same value, and no other top-level key owned by `manager` (the
 /// apply would remove it).
-pub fn holds_applied(obj: &DynamicObject, manager: &str, status: &Value) -> bool {
+pub(crate) fn holds_applied(obj: &DynamicObject, manager: &str, status: &Value) -> bool {
     let Some(applied) = status.as_object() else {
         return false;
     };
@@ -49,7 +49,7 @@ pub fn holds_applied(obj: &DynamicObject, manager: &str, status: &Value) -> bool
 /// applied before, as `obj` has them: every top-level status key it owns
 /// but the operator's own. Applied again as they are, they change nothing
 /// and stay owned.
-pub fn kept_plugin_fields(obj: &DynamicObject, manager: &str) -> Map<String, Value> {
+pub(crate) fn kept_plugin_fields(obj: &DynamicObject, manager: &str) -> Map<String, Value> {
     let stored = obj.data.get("status");
     owned_status_keys(obj, manager)
         .unwrap_or_default()
@@ -67,7 +67,11 @@ pub fn kept_plugin_fields(obj: &DynamicObject, manager: &str) -> Map<String, Val
 /// other top-level key of the status (the apply would remove it). Without
 /// a `managedFields` entry for `manager` on the status, a non-empty
 /// `status` is a change: the apply would take ownership of its fields.
-pub fn holds_manager_part(obj: &DynamicObject, manager: &str, status: &Map<String, Value>) -> bool {
+pub(crate) fn holds_manager_part(
+    obj: &DynamicObject,
+    manager: &str,
+    status: &Map<String, Value>,
+) -> bool {
     let stored = obj.data.get("status");
     if !status
         .iter()
@@ -84,7 +88,7 @@ pub fn holds_manager_part(obj: &DynamicObject, manager: &str, status: &Map<Strin
 /// The top-level status keys `manager` owns on `obj`'s status
 /// subresource, from `managedFields`, or `None` when it owns nothing
 /// there.
-pub fn owned_status_keys(obj: &DynamicObject, manager: &str) -> Option<Vec<String>> {
+pub(crate) fn owned_status_keys(obj: &DynamicObject, manager: &str) -> Option<Vec<String>> {
     let entries = obj.metadata.managed_fields.as_ref()?;
     let mut found = false;
     let mut keys = Vec::new();

@@ -1,18 +1,38 @@
 //! Checking what a plugin returns before anything of it is written: the
-//! outcome, the JSON statuses, conditions, events and the retry delay.
+//! outcome, the JSON statuses, conditions, Events, children and the retry
+//! delay.
+//!
+//! A response is checked completely ([`check_reconcile`],
+//! [`check_finalize`], [`check_hook`]): bad JSON, a status that is not an
+//! object, a key the operator owns, a status or an Event for an object the
+//! plugin was not sent, a reserved condition type or a malformed child
+//! make the whole response invalid, and the operator applies nothing of it
+//! (its `InvalidPluginResponse` condition says why). What is kept is cut
+//! to the bounds of `kplug_proto::limits`.
+
+mod children;
+mod condition;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kplug_proto::limits;
 use kplug_proto::v1::{self, ConditionStatus, EventType, Outcome};
-use kube::ResourceExt;
-use kube::api::DynamicObject;
-use kube::runtime::events::EventType as Severity;
+use kube_core::{DynamicObject, Resource, ResourceExt};
 use serde_json::{Map, Value};
 
-use super::children::{Intent, check_children};
-use super::conditions::Condition;
-use super::{OPERATOR_KEYS, reference};
+use children::check_children;
+pub use children::{ChildKey, Intent};
+pub use condition::Condition;
 
+/// An Event's type, as Kubernetes names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// Nothing is wrong.
+    Normal,
+    /// Something may need attention.
+    Warning,
+}
+
+/// An Event a plugin returned, checked.
 #[derive(Clone, Debug)]
 pub struct PluginEvent {
     /// The object it is about (the base or an extension that was sent).
@@ -60,7 +80,10 @@ pub fn check_reconcile(
         None
     } else {
         let status = json_object(&resp.status, "status")?;
-        if let Some(key) = OPERATOR_KEYS.iter().find(|k| status.contains_key(**k)) {
+        if let Some(key) = kplug_proto::RESERVED_STATUS_KEYS
+            .iter()
+            .find(|k| status.contains_key(**k))
+        {
             return Err(format!(
                 "status key {key:?} belongs to the operator; report it differently (conditions go in the conditions field)"
             ));
@@ -289,6 +312,20 @@ fn check_events(
             })
         })
         .collect()
+}
+
+/// A reference to `obj`, for an Event about it.
+pub fn reference(obj: &DynamicObject) -> ObjectReference {
+    let types = obj.types.clone().unwrap_or_default();
+    ObjectReference {
+        api_version: Some(types.api_version),
+        kind: Some(types.kind),
+        name: obj.meta().name.clone(),
+        namespace: obj.namespace(),
+        uid: obj.uid(),
+        resource_version: obj.resource_version(),
+        ..ObjectReference::default()
+    }
 }
 
 /// Whether `target` names `obj` (the version may differ: same group and kind).

@@ -1,6 +1,12 @@
 //! `kplug-operator`: the generic operator binary. See `--help`.
+//!
+//! The command line (`args`, with the parsers of its values in `parse`)
+//! becomes the library's configuration (`config`), which
+//! `kplug_operator::run` runs.
 
 mod args;
+mod config;
+mod parse;
 
 use std::process::ExitCode;
 

@@ -2,7 +2,7 @@
 //! as a whole answer: each one a JSON object with `apiVersion`, `kind` and
 //! a valid `metadata.name`, and no two with the same identity. What the
 //! operator then allows of them (kinds, namespaces, sizes) is decided when
-//! they are applied (`crate::children`), one child at a time.
+//! they are applied (the operator's `children` module), one child at a time.
 
 use std::fmt;
 
@@ -62,7 +62,7 @@ impl Intent {
 /// # Errors
 /// What is wrong, naming the child, for the `InvalidPluginResponse`
 /// condition: the answer is then not used at all.
-pub(crate) fn check_children(
+pub(super) fn check_children(
     children: Option<v1::Children>,
 ) -> Result<Option<Vec<Intent>>, String> {
     let Some(children) = children else {
