@@ -13,7 +13,7 @@ use crate::leader::LeaderElection;
 use crate::reconcile::Settings;
 use crate::registry::RegistryConfig;
 
-/// Everything [`run`] needs.
+/// Everything [`run`](super::run) needs.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The managed kinds, each `<group>/<version>/<Kind>`: one controller
