@@ -31,16 +31,21 @@ fn fixture(name: &str) -> PathBuf {
         .join("plugin.yaml")
 }
 
+/// The command line of kplug-exec serving `manifest`, for the kit.
+fn kplug_exec(manifest: &Path) -> Vec<String> {
+    vec![
+        env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
+        "--manifest".to_owned(),
+        manifest.display().to_string(),
+    ]
+}
+
 #[tokio::test]
 async fn a_shell_plugin_passes_every_check_of_the_conformance_kit() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         socket_dir: dir.path().join("sockets"),
-        command: vec![
-            env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
-            "--manifest".to_owned(),
-            fixture("greet").display().to_string(),
-        ],
+        command: kplug_exec(&fixture("greet")),
         only: None,
         cases: None,
         only_cases: Vec::new(),
@@ -129,11 +134,7 @@ async fn a_shell_plugin_answers_the_shared_children_and_mutate_cases() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         socket_dir: dir.path().join("sockets"),
-        command: vec![
-            env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
-            "--manifest".to_owned(),
-            fixture("conformance").display().to_string(),
-        ],
+        command: kplug_exec(&fixture("conformance")),
         only: Some(["cases"].into_iter().collect()),
         cases: Some(cases),
         only_cases: patterns,
@@ -931,16 +932,17 @@ async fn the_sqlite_shell_example_passes_every_check_of_the_conformance_kit() {
     let options = Options {
         socket_dir: dir.path().join("sockets"),
         // As a user would run it, with its data directory set.
-        command: vec![
-            "env".to_owned(),
-            format!(
-                "KPLUG_SQLITE_DATA_DIR={}",
-                dir.path().join("data").display()
-            ),
-            env!("CARGO_BIN_EXE_kplug-exec").to_owned(),
-            "--manifest".to_owned(),
-            manifest.display().to_string(),
-        ],
+        command: [
+            vec![
+                "env".to_owned(),
+                format!(
+                    "KPLUG_SQLITE_DATA_DIR={}",
+                    dir.path().join("data").display()
+                ),
+            ],
+            kplug_exec(&manifest),
+        ]
+        .concat(),
         only: None,
         cases: None,
         only_cases: Vec::new(),
