@@ -222,7 +222,8 @@ test-typescript-sdk: ## TypeScript SDK: npm ci, build, tsc, eslint, node --test 
 
 # --- the Java SDK (sidecar-sdk/java, Maven) ---
 # java-sdk builds the SDK and its hello and conformance plugins (mvn package,
-# tests skipped; the gRPC stubs generated from proto/ on the way), then puts
+# tests skipped; the gRPC stubs generated from proto/ on the way; the
+# polyglot benchmark's Java servers too, which bench-servers copies), then puts
 # what the plugins run from in $(JAVA_RUN), outside Maven's target/: the two
 # jars and the class path of the jars in ~/.m2 they need, with the launchers
 # $(TARGET_DIR)/sdk-hellos/hello-java and $(JAVA_RUN)/conformance-plugin
@@ -479,8 +480,9 @@ chaos: testenv ## CHAOS_TABLES (500) SQLite tables converge through plugin and l
 # $(TARGET_DIR)/bench/report.md, the processes' logs and metrics next to it
 # in bench/end-to-end/):
 # - P1, polyglot: every SDK's echo plugin vs the same service in its bare
-#   gRPC library (tonic, grpc-go, @grpc/grpc-js, grpcio), each a process of
-#   its own, from a tonic client ($(TARGET_DIR)/bench/polyglot.md).
+#   gRPC library (tonic, grpc-go, @grpc/grpc-js, grpcio, grpc-java), alone
+#   and with the language's standard JSON library, each a process of its
+#   own, from a tonic client ($(TARGET_DIR)/bench/polyglot.md).
 #   KPLUG_BENCH_* in the environment pick the SDKs, sizes and call counts
 #   (sidecar-sdk/benches/polyglot.rs), e.g.
 #     KPLUG_BENCH_SDKS=go,typescript KPLUG_BENCH_CALLS=1000 make bench-polyglot
@@ -517,9 +519,10 @@ bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if benc
 	  --parts $(BENCH_PARTS) \
 	  $(if $(wildcard $(TARGET_DIR)/bench/polyglot.md),--p1 $(TARGET_DIR)/bench/polyglot.md)
 
-# The benchmarks once at tiny sizes, in the test profile, as tests (about
-# 10 s and 1 min): every bench server starts, answers and echoes what it
-# should, and every part of the end-to-end run completes (its objects
+# The benchmarks once at tiny sizes, in the test profile, as tests (the
+# polyglot one, fifteen servers with three JVMs, took 77 s on a 2-core box
+# busy with a CI run; the end-to-end one about 1 min): every bench server
+# starts, answers and echoes what it should, and every part of the end-to-end run completes (its objects
 # converge, its processes start and stop). Their numbers mean nothing at
 # that size and nothing is asserted on time; the tables go to
 # $(TARGET_DIR)/bench/smoke/, not over a real run's. The polyglot bench is
@@ -537,11 +540,34 @@ test-bench: build bench-servers testenv databases ## the benchmarks once at tiny
 
 # The Go servers as binaries in $(TARGET_DIR)/bench/go, the TypeScript ones
 # compiled to sidecar-sdk/typescript/build/bench, the Python SDK's virtualenv
-# (sidecar-sdk/python/.venv); the Rust ones are the bench binary itself.
+# (sidecar-sdk/python/.venv), the Java ones (sidecar-sdk/java/bench, built by
+# java-sdk's mvn package) as launchers in $(JAVA_BENCH) next to copies of
+# their jars, replaced by a rename as java-sdk's are; the Rust ones are the
+# bench binary itself.
+JAVA_BENCH := $(abspath $(TARGET_DIR))/bench/java
+
+# $(call java-bench-launcher,NAME,MAIN CLASS): $(JAVA_BENCH)/NAME, an
+# executable that starts a Java bench server (exec, as java-launcher).
+define java-bench-launcher
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Written by `make bench-servers`: starts $(2) from $(JAVA_BENCH).' \
+	  'dir=$(JAVA_BENCH)' \
+	  'exec java -cp "$$dir/kplug-bench.jar:$$dir/kplug-sidecar.jar:$$(cat "$$dir/classpath")" $(2) "$$@"' \
+	  >$(JAVA_BENCH)/$(1).tmp
+	@chmod +x $(JAVA_BENCH)/$(1).tmp && mv $(JAVA_BENCH)/$(1).tmp $(JAVA_BENCH)/$(1)
+endef
+
 .PHONY: bench-servers
-bench-servers: go-stubs python-sdk ## build the Go, TypeScript and Python bench servers
-	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/bench/go/ ./internal/bench/sdkecho ./internal/bench/bareecho
+bench-servers: go-stubs python-sdk java-sdk ## build the Go, TypeScript, Python and Java bench servers
+	cd sidecar-sdk/go && $(GO) build -o $(abspath $(TARGET_DIR))/bench/go/ ./internal/bench/sdkecho ./internal/bench/bareecho ./internal/bench/barejsonecho
 	$(MAKE) -C sidecar-sdk/typescript bench
+	@mkdir -p $(JAVA_BENCH)
+	@for f in sdk/target/kplug-sidecar.jar bench/target/kplug-bench.jar bench/target/classpath; do \
+	  cp $(JAVA_SDK_DIR)/$$f $(JAVA_BENCH)/$${f##*/}.tmp && mv $(JAVA_BENCH)/$${f##*/}.tmp $(JAVA_BENCH)/$${f##*/}; \
+	done
+	$(call java-bench-launcher,sdk-echo,io.kplug.bench.SdkEcho)
+	$(call java-bench-launcher,bare-echo,io.kplug.bench.BareEcho)
+	$(call java-bench-launcher,bare-json-echo,io.kplug.bench.BareJsonEcho)
 
 # --- fuzzing -------------------------------------------------------------------
 
