@@ -38,7 +38,7 @@ fn setup(rt: &Runtime) -> Setup {
         let listener = tokio::net::UnixListener::bind(&bare_socket).unwrap();
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(PluginServer::new(Bare))
+                .add_service(PluginServer::new(Bare::Bytes))
                 .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
         );
         while !sdk_socket.exists() {

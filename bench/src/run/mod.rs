@@ -119,12 +119,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 /// P1's rows, from its table (`--p1`), when given.
 fn p1_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     Ok(match &args.p1 {
-        Some(path) => report::p1_rows(&std::fs::read_to_string(path).with_context(|| {
-            format!(
-                "reading P1's table {} (make bench-polyglot)",
-                path.display()
-            )
-        })?),
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|table| report::p1_rows(&table))
+            .with_context(|| format!("P1's table {} (make bench-polyglot)", path.display()))?,
         None => Vec::new(),
     })
 }
@@ -132,8 +130,8 @@ fn p1_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
 /// What the table measured, and how.
 fn caption(args: &Args) -> String {
     format!(
-        "P1: the polyglot benchmark's table (each SDK against its bare gRPC library; \
-         `make bench-polyglot`), {p1}. P2–P4: kplug-operator and the SQLite plugin ({build}, each a process) against \
+        "P1: the polyglot benchmark's table (each SDK against its bare gRPC library, alone \
+         and with the standard JSON library; `make bench-polyglot`), {p1}. P2–P4: kplug-operator and the SQLite plugin ({build}, each a process) against \
          the baselines in one run, on {} cores, each measurement on a fresh kube-apiserver (warmed up \
          with 8 tables). \
          P2: {tables} `DatabaseTable`s, each with a `DatabaseTableSqliteExtension`, \

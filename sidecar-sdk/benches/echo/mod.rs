@@ -1,11 +1,12 @@
 //! What the Rust benches share: the SDK's echo plugin, the same service in
-//! bare tonic (the baseline), and the request both answer. The Go,
-//! TypeScript and Python bench servers answer the same way (polyglot.rs).
+//! bare tonic (the baselines, with and without `serde_json`), and the request
+//! they answer. The other languages' bench servers answer the same way
+//! (polyglot.rs).
 
 use kplug_proto::v1::plugin_server::Plugin as PluginApi;
 use kplug_proto::v1::*;
 use kplug_sidecar::{BoxError, Offer, Plugin, PluginInfo, Request, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The SDK plugin: decodes the object, echoes its spec into the status.
 pub(crate) struct Echo;
@@ -21,8 +22,19 @@ pub(crate) fn echo_info() -> PluginInfo {
     PluginInfo::new("echo", "1").offer(Offer::new("myorg.org", "DatabaseTable", "Echo"))
 }
 
-/// The baseline: the same service in bare tonic, echoing the bytes.
-pub(crate) struct Bare;
+/// The baselines: the same service in bare tonic.
+pub(crate) enum Bare {
+    /// Copies the object's bytes into the status: gRPC alone.
+    Bytes,
+    /// Decodes the object into a `serde_json::Value` and encodes
+    /// `{"echo": spec}` with `serde_json`: what a plugin written by hand on
+    /// tonic and the standard JSON crate would do.
+    #[allow(
+        dead_code,
+        reason = "roundtrip.rs, which shares this module, runs only Bytes"
+    )]
+    Json,
+}
 
 #[tonic::async_trait]
 impl PluginApi for Bare {
@@ -45,10 +57,19 @@ impl PluginApi for Bare {
         &self,
         request: tonic::Request<ReconcileRequest>,
     ) -> Result<tonic::Response<ReconcileResponse>, tonic::Status> {
-        let request = request.into_inner();
+        let object = request.into_inner().object;
+        let status = match self {
+            Bare::Bytes => object,
+            Bare::Json => {
+                let object: Value = serde_json::from_slice(&object).map_err(|e| {
+                    tonic::Status::invalid_argument(format!("the object is not JSON: {e}"))
+                })?;
+                serde_json::to_vec(&json!({ "echo": object["spec"] })).unwrap()
+            }
+        };
         Ok(tonic::Response::new(ReconcileResponse {
             outcome: Outcome::Ok as i32,
-            status: request.object,
+            status,
             ..Default::default()
         }))
     }

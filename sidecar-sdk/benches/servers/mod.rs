@@ -1,6 +1,7 @@
-//! The servers `polyglot` compares: each SDK's echo plugin and the same
-//! service in its bare gRPC library, where `make bench` builds them, and
-//! running one.
+//! The servers `polyglot` compares, three per language: the SDK's echo
+//! plugin, the same service in the language's bare gRPC library, and that
+//! bare server with the language's standard JSON library; where `make
+//! bench-servers` builds them, and running one.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -13,95 +14,114 @@ use tonic::transport::Channel;
 
 use super::{SERVE_ENV, SOCKET_ENV, START_TIMEOUT};
 
+/// What a server is, which says where it serves and what it answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The SDK's echo plugin, through the SDK's normal entry point on
+    /// `<dir>/plugins/echo/plugin.sock`: decodes the object, answers
+    /// `{"echo": spec}`.
+    Sdk,
+    /// The bare gRPC server on `$KPLUG_BENCH_SOCKET`: copies the object's
+    /// bytes into the status.
+    Bare,
+    /// The bare gRPC server on `$KPLUG_BENCH_SOCKET`, decoding the object
+    /// and encoding `{"echo": spec}` with the standard JSON library.
+    BareJson,
+}
+
+/// The kinds of [`Language::servers`], in their order.
+pub(crate) const KINDS: [Kind; 3] = [Kind::Sdk, Kind::Bare, Kind::BareJson];
+
 /// How to start one server.
 pub(crate) struct ServerSpec {
     program: PathBuf,
     args: Vec<String>,
     /// Extra environment (the Rust servers' role).
     env: Vec<(&'static str, String)>,
-    /// Served by an SDK (on `<dir>/plugins/echo/plugin.sock`), or bare (on
-    /// `$KPLUG_BENCH_SOCKET`).
-    sdk: bool,
 }
 
-/// An SDK and its baseline.
-pub(crate) struct Pair {
-    pub(crate) sdk_name: &'static str,
-    pub(crate) baseline_name: &'static str,
-    pub(crate) sdk: ServerSpec,
-    pub(crate) bare: ServerSpec,
+/// One language's three servers.
+pub(crate) struct Language {
+    /// "Go SDK vs grpc-go (+ encoding/json)": the SDK, the bare gRPC
+    /// library, the JSON library.
+    pub(crate) case: String,
+    /// The SDK's, the bare one, the bare one with JSON: [`KINDS`].
+    pub(crate) servers: [ServerSpec; 3],
 }
 
-/// The servers of one SDK's pair, where `make bench` builds them.
-pub(crate) fn pair(name: &str, root: &Path, target: &Path) -> Pair {
+/// The servers of language `name`, where `make bench-servers` builds them.
+pub(crate) fn language(name: &str, root: &Path, target: &Path) -> Language {
     let exists = |path: PathBuf| built(path, name);
-    match name {
+    // (SDK, gRPC library, JSON library), and the three servers.
+    let ((sdk, grpc, json), servers) = match name {
         "rust" => {
             let this = std::env::current_exe().unwrap();
-            let role = |role: &str, sdk: bool| ServerSpec {
+            let role = |role: &str| ServerSpec {
                 env: vec![(SERVE_ENV, role.to_string())],
-                ..spec(this.clone(), &[], sdk)
+                ..spec(this.clone(), &[])
             };
-            Pair {
-                sdk_name: "Rust SDK",
-                baseline_name: "tonic",
-                sdk: role("rust-sdk", true),
-                bare: role("rust-bare", false),
-            }
+            (
+                ("Rust", "tonic", "serde_json"),
+                ["rust-sdk", "rust-bare", "rust-bare-json"].map(role),
+            )
         }
         "go" => {
             let bin = target.join("bench/go");
-            Pair {
-                sdk_name: "Go SDK",
-                baseline_name: "grpc-go",
-                sdk: spec(exists(bin.join("sdkecho")), &[], true),
-                bare: spec(exists(bin.join("bareecho")), &[], false),
-            }
+            (
+                ("Go", "grpc-go", "encoding/json"),
+                ["sdkecho", "bareecho", "barejsonecho"].map(|b| spec(exists(bin.join(b)), &[])),
+            )
         }
         "typescript" => {
             let build = root.join("sidecar-sdk/typescript/build/bench");
-            Pair {
-                sdk_name: "TypeScript SDK",
-                baseline_name: "@grpc/grpc-js",
-                sdk: spec("node".into(), &[exists(build.join("sdk-echo.js"))], true),
-                bare: spec("node".into(), &[exists(build.join("bare-echo.js"))], false),
-            }
+            let js = |file: &str| spec("node".into(), &[exists(build.join(file))]);
+            (
+                ("TypeScript", "@grpc/grpc-js", "JSON"),
+                ["sdk-echo.js", "bare-echo.js", "bare-json-echo.js"].map(js),
+            )
         }
         "python" => {
             let sdk = root.join("sidecar-sdk/python");
             let python = exists(sdk.join(".venv/bin/python"));
-            Pair {
-                sdk_name: "Python SDK",
-                baseline_name: "grpcio",
-                sdk: spec(
-                    python.clone(),
-                    &[exists(sdk.join("bench/sdk_echo.py"))],
-                    true,
-                ),
-                bare: spec(python, &[exists(sdk.join("bench/bare_echo.py"))], false),
-            }
+            let py = |file: &str| spec(python.clone(), &[exists(sdk.join("bench").join(file))]);
+            (
+                ("Python", "grpcio", "json"),
+                ["sdk_echo.py", "bare_echo.py", "bare_json_echo.py"].map(py),
+            )
         }
-        other => panic!("KPLUG_BENCH_SDKS: unknown SDK {other:?} (rust, go, typescript, python)"),
+        "java" => {
+            let bin = target.join("bench/java");
+            (
+                ("Java", "grpc-java", "Jackson"),
+                ["sdk-echo", "bare-echo", "bare-json-echo"].map(|b| spec(exists(bin.join(b)), &[])),
+            )
+        }
+        other => {
+            panic!("KPLUG_BENCH_SDKS: unknown SDK {other:?} (rust, go, typescript, python, java)")
+        }
+    };
+    Language {
+        case: format!("{sdk} SDK vs {grpc} (+ {json})"),
+        servers,
     }
 }
 
-/// `path`, which `make bench` builds for SDK `name`.
+/// `path`, which `make bench-servers` builds for SDK `name`.
 fn built(path: PathBuf, name: &str) -> PathBuf {
     assert!(
         path.exists(),
-        "{} is missing: `make bench` builds it (or leave {name} out of KPLUG_BENCH_SDKS)",
+        "{} is missing: `make bench-servers` builds it (or leave {name} out of KPLUG_BENCH_SDKS)",
         path.display()
     );
     path
 }
 
 /// A server run as `program args`.
-fn spec(program: PathBuf, args: &[PathBuf], sdk: bool) -> ServerSpec {
+fn spec(program: PathBuf, args: &[PathBuf]) -> ServerSpec {
     ServerSpec {
         program,
         args: args.iter().map(|a| a.display().to_string()).collect(),
         env: vec![],
-        sdk,
     }
 }
 
@@ -114,14 +134,13 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Starts `spec` in a directory of its own, its output in a log file
-    /// there (a pipe nobody reads would block it).
-    pub(crate) fn start(spec: &ServerSpec) -> Running {
+    /// Starts `spec`, a server of `kind`, in a directory of its own, its
+    /// output in a log file there (a pipe nobody reads would block it).
+    pub(crate) fn start(spec: &ServerSpec, kind: Kind) -> Running {
         let dir = tempfile::tempdir().unwrap();
-        let socket = if spec.sdk {
-            dir.path().join("plugins/echo/plugin.sock")
-        } else {
-            dir.path().join("bare.sock")
+        let socket = match kind {
+            Kind::Sdk => dir.path().join("plugins/echo/plugin.sock"),
+            Kind::Bare | Kind::BareJson => dir.path().join("bare.sock"),
         };
         let log = dir.path().join("server.log");
         let out = File::create(&log).unwrap();
