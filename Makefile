@@ -520,7 +520,7 @@ bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if benc
 	  $(if $(wildcard $(TARGET_DIR)/bench/polyglot.md),--p1 $(TARGET_DIR)/bench/polyglot.md)
 
 # The benchmarks once at tiny sizes, in the test profile, as tests (the
-# polyglot one, fifteen servers with three JVMs, took 77 s on a 2-core box
+# polyglot one, fifteen servers with three JVMs, took 31-77 s on a 2-core box
 # busy with a CI run; the end-to-end one about 1 min): every bench server
 # starts, answers and echoes what it should, and every part of the end-to-end run completes (its objects
 # converge, its processes start and stop). Their numbers mean nothing at
