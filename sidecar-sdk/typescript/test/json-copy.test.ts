@@ -39,7 +39,7 @@ class Row {
   id = 7;
   // On the prototype: JSON.stringify does not write it.
   get plugin(): string {
-    return "not sent";
+    return `row ${this.id}`;
   }
 }
 
