@@ -1,8 +1,8 @@
 // A microbenchmark of what a Reconcile call costs in this process, without
 // the socket: the request's protobuf decoding, the handler, the response's
 // protobuf encoding, as @grpc/grpc-js runs them for each call. Three
-// handlers, measured in alternating rounds of one run so that machine noise
-// hits each alike:
+// handlers, measured in CPU time per call, in alternating rounds of one run
+// so that machine noise hits each alike:
 //
 // - bare: the baseline of the polyglot benchmark (bench/bare-echo.ts), the
 //   object's bytes as the status;
@@ -12,10 +12,11 @@
 // - sdk: the SDK's Reconcile handler serving the echo plugin of
 //   bench/sdk-echo.ts.
 //
-// With $KPLUG_BENCH_BASELINE_SDK set to another build's compiled SDK (e.g.
-// the main branch's build/src, with a package.json and node_modules beside
-// it), its handler is measured too, as `sdk-base`: before and after in one
-// run.
+// With $KPLUG_BENCH_BASELINE_SDK set to the directory of another build's
+// compiled SDK, its handler is measured too, as `sdk-base`: before and
+// after in one run. E.g. copy another checkout's build/src to /tmp/base/src,
+// with this package.json (for "type": "module") and a symlink to
+// node_modules in /tmp/base, and set it to /tmp/base/src.
 //
 //     npm run build:test && node build/bench/reconcile-path.js
 //
