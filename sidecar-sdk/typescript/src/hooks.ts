@@ -41,15 +41,17 @@ import {
 } from "./gen/kplug/v1/types.js";
 import type { GroupKind } from "./info.js";
 import { DEFAULT_RETRY_AFTER_SECONDS, MAX_CALL_POLICIES, MAX_HOOKS, MAX_NAME_LENGTH } from "./protocol.js";
-import { asObject, type JsonObject, type ObjectRef, Request } from "./request.js";
+import { type JsonObject, type ObjectRef, Request } from "./request.js";
 import {
   checkRetryDelay,
-  encodeJson,
   type Event,
   type EventOptions,
   newEvent,
   type Outcome,
   secondsToDuration,
+  isObjectText,
+  JsonCopy,
+  stringify,
   wireEvents,
   wireOutcome,
   wireRetryAfter,
@@ -273,7 +275,7 @@ export class HookResponse {
   #outcome: Outcome;
   #message: string;
   #retryAfterSeconds: number | undefined;
-  #status: JsonObject | undefined;
+  #status: JsonCopy | undefined;
   #events: Event[] = [];
 
   private constructor(outcome: Outcome, message: string, retryAfterSeconds?: number) {
@@ -319,7 +321,7 @@ export class HookResponse {
 
   /** The hook's status, if any. */
   get status(): JsonObject | undefined {
-    return this.#status;
+    return this.#status?.object;
   }
 
   /** The events, in the order added. */
@@ -340,13 +342,15 @@ export class HookResponse {
    * @throws {InvalidResponseError} when `status` is not a JSON object or cannot be encoded.
    */
   withStatus(status: object): this {
-    const copy = JSON.parse(encodeJson(status as JsonObject).toString("utf8")) as JsonObject;
-    if (asObject(copy) === undefined) {
+    const text = stringify(status, "a value");
+    if (!isObjectText(text)) {
+      const copy = JSON.parse(text) as unknown;
       throw new InvalidResponseError(
         `status must be a JSON object, got ${Array.isArray(copy) ? "an array" : typeof copy}`,
       );
     }
-    this.#status = { ...this.#status, ...copy };
+    const copy = JsonCopy.ofText(text);
+    this.#status = this.#status === undefined ? copy : this.#status.merge(copy);
     return this;
   }
 
@@ -370,7 +374,7 @@ export class HookResponse {
     return {
       outcome: wireOutcome(this.#outcome),
       message: this.#message,
-      status: this.#status === undefined ? Buffer.alloc(0) : encodeJson(this.#status),
+      status: this.#status === undefined ? Buffer.alloc(0) : this.#status.encode(),
       events: wireEvents(this.#events, base, extensions),
       retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
     };

@@ -31,12 +31,25 @@ const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
  */
 export function stderrLogger(level: LogLevel = "info"): Logger {
   const threshold = LEVELS.indexOf(level);
-  const write = (at: LogLevel) => (message: string) => {
-    if (LEVELS.indexOf(at) >= threshold) {
-      process.stderr.write(`${new Date().toISOString()} ${at.toUpperCase()} kplug: ${message}\n`);
-    }
-  };
+  const write = (at: LogLevel) =>
+    LEVELS.indexOf(at) >= threshold
+      ? (message: string) => {
+          process.stderr.write(`${new Date().toISOString()} ${at.toUpperCase()} kplug: ${message}\n`);
+        }
+      : dropped;
   return { debug: write("debug"), info: write("info"), warn: write("warn"), error: write("error") };
+}
+
+/** What {@link stderrLogger} logs below its level with: nothing. */
+function dropped(_message: string): void {}
+
+/**
+ * Whether `logger` may write at `level`: false only for the levels a
+ * {@link stderrLogger} drops, so that a message made for every call (each
+ * Reconcile's, at debug) is not made for nothing.
+ */
+export function writes(logger: Logger, level: LogLevel): boolean {
+  return logger[level] !== dropped;
 }
 
 /** The text of a thrown value: `"<name>: <message>"` for an Error, as shown on the resource. */

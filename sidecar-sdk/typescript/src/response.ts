@@ -41,7 +41,6 @@ import {
   RESERVED_STATUS_KEYS,
 } from "./protocol.js";
 import {
-  asObject,
   describeRef,
   refOf,
   type JsonObject,
@@ -108,12 +107,17 @@ export class Response {
   #outcome: Outcome;
   #message: string;
   #retryAfterSeconds: number | undefined;
-  #status: JsonObject | undefined;
-  #extensionStatuses: { target: ObjectRef; status: JsonObject }[] = [];
+  #status: JsonCopy | undefined;
+  #extensionStatuses: ObjectStatus[] = [];
   #conditions: Condition[] = [];
   #events: Event[] = [];
   /** The desired children; undefined leaves them as they are. */
-  #children: JsonObject[] | undefined;
+  #children: JsonCopy[] | undefined;
+  /**
+   * The children as {@link children} handed them out: from then on the set
+   * sent, as the array the getter returned always was.
+   */
+  #childrenRead: JsonObject[] | undefined;
 
   private constructor(outcome: Outcome, message: string, retryAfterSeconds?: number) {
     this.#outcome = outcome;
@@ -158,7 +162,7 @@ export class Response {
 
   /** The plugin's part of the base object's status, if any. */
   get status(): JsonObject | undefined {
-    return this.#status;
+    return this.#status?.object;
   }
 
   /** The statuses for extensions, in the order added. */
@@ -181,7 +185,18 @@ export class Response {
    * leaves them as they are, else the whole set (even empty).
    */
   get children(): readonly JsonObject[] | undefined {
-    return this.#children;
+    if (this.#children === undefined) {
+      return undefined;
+    }
+    this.#childrenRead ??= this.#children.map((child) => child.object);
+    return this.#childrenRead;
+  }
+
+  /** The children to add to: those read back (and maybe changed since), else those set. */
+  #currentChildren(): JsonCopy[] {
+    const read = this.#childrenRead;
+    this.#childrenRead = undefined;
+    return read === undefined ? (this.#children ?? []) : read.map((child) => JsonCopy.ofObject(child));
   }
 
   /** Replaces the message. */
@@ -200,7 +215,7 @@ export class Response {
    */
   withStatus(status: object): this {
     const checked = checkStatus(status, "status");
-    this.#status = { ...this.#status, ...checked };
+    this.#status = this.#status === undefined ? checked : this.#status.merge(checked);
     return this;
   }
 
@@ -223,9 +238,9 @@ export class Response {
     const checked = checkStatus(status, `status of ${describeRef(ref)}`);
     const existing = this.#extensionStatuses.find((item) => sameRef(item.target, ref));
     if (existing) {
-      existing.status = { ...existing.status, ...checked };
+      mergeExtensionStatus(existing, checked);
     } else {
-      this.#extensionStatuses.push({ target: ref, status: checked });
+      this.#extensionStatuses.push(extensionStatusItem(ref, checked));
     }
     return this;
   }
@@ -268,7 +283,7 @@ export class Response {
    */
   child(object: object): this {
     const checked = checkChild(object);
-    this.#children = [...(this.#children ?? []), checked];
+    this.#children = [...this.#currentChildren(), checked];
     return this;
   }
 
@@ -281,6 +296,7 @@ export class Response {
    */
   withChildren(objects: Iterable<object>): this {
     this.#children = Array.from(objects, checkChild);
+    this.#childrenRead = undefined;
     return this;
   }
 
@@ -299,6 +315,18 @@ export class Response {
   }
 
   /**
+   * The desired children on the wire: no message when unset (the children
+   * stay as they are), else the message, present even when empty (the empty
+   * set deletes every child).
+   */
+  #wireChildren(): WireChildren | undefined {
+    if (this.#childrenRead !== undefined) {
+      return { objects: this.#childrenRead.map(encodeJson) };
+    }
+    return this.#children === undefined ? undefined : { objects: this.#children.map((child) => child.encode()) };
+  }
+
+  /**
    * The wire form of a Reconcile answer. `base` and `extensions` are the
    * objects the plugin was sent: extension statuses must target one of
    * `extensions`, events the base object or one of them.
@@ -314,17 +342,17 @@ export class Response {
         );
       }
       checkSent(item.target, extensions, "a status");
-      return { target: { ...item.target }, status: encodeJson(item.status) };
+      return { target: { ...item.target }, status: encodeExtensionStatus(item) };
     });
     return {
       outcome: wireOutcome(this.#outcome),
       message: this.#message,
       retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
-      status: this.#status === undefined ? Buffer.alloc(0) : encodeJson(this.#status),
+      status: this.#status === undefined ? Buffer.alloc(0) : this.#status.encode(),
       extensionStatuses,
       conditions: this.#conditions.map(wireCondition),
       events: wireEvents(this.#events, base, extensions),
-      children: wireChildren(this.#children),
+      children: this.#wireChildren(),
     };
   }
 
@@ -351,7 +379,7 @@ export class Response {
       message: this.#message,
       retryAfter: wireRetryAfter(this.#outcome, this.#retryAfterSeconds),
       events: wireEvents(this.#events, base, extensions),
-      children: wireChildren(this.#children),
+      children: this.#wireChildren(),
     };
   }
 }
@@ -360,24 +388,14 @@ export class Response {
  * A JSON copy of `child`, which must be a JSON object. The wording is every
  * SDK's (sidecar-sdk/conformance/README.md, step 4c).
  */
-function checkChild(child: unknown): JsonObject {
-  const copy = JSON.parse(stringify(child, "a child")) as JsonValue;
-  const object = asObject(copy);
-  if (object === undefined) {
+function checkChild(child: unknown): JsonCopy {
+  const text = stringify(child, "a child");
+  if (!isObjectText(text)) {
     throw new InvalidResponseError(
-      `a child must be a JSON object (with apiVersion, kind and metadata.name), got ${kindOf(copy)}`,
+      `a child must be a JSON object (with apiVersion, kind and metadata.name), got ${kindOf(JSON.parse(text) as JsonValue)}`,
     );
   }
-  return object;
-}
-
-/**
- * The desired children on the wire: no message for undefined (the children
- * stay as they are), else the message, present even when empty (the empty
- * set deletes every child).
- */
-function wireChildren(children: readonly JsonObject[] | undefined): WireChildren | undefined {
-  return children === undefined ? undefined : { objects: children.map(encodeJson) };
+  return JsonCopy.ofText(text);
 }
 
 /**
@@ -452,7 +470,14 @@ export function encodeJson(value: JsonValue): Buffer {
   return Buffer.from(stringify(value, "a value"), "utf8");
 }
 
-function stringify(value: unknown, what: string): string {
+/**
+ * `value` as JSON text, which must exist (JSON.stringify writes none for
+ * undefined, a function or a symbol).
+ *
+ * @throws {InvalidResponseError} naming `what` when there is none, or
+ *   `value` cannot be encoded.
+ */
+export function stringify(value: unknown, what: string): string {
   const text = jsonTextOf(value, what);
   if (text === undefined) {
     throw new InvalidResponseError(`${what} must be a JSON object, got ${typeof value}`);
@@ -468,6 +493,29 @@ function stringify(value: unknown, what: string): string {
  *   (a cycle, a BigInt, NaN or Infinity).
  */
 export function jsonTextOf(value: unknown, what: string): string | undefined {
+  // JSON.stringify without a replacer takes V8's fast path, and writes what
+  // it writes with the replacer below: the replacer only turns NaN and
+  // ±Infinity, which JSON.stringify writes as null, into errors. So its text
+  // stands unless it contains "null" (rarely, in a status), and where it
+  // throws, the replacer's run throws what it always threw (e.g. for NaN
+  // before a cycle).
+  let text: string | undefined;
+  try {
+    text = stringifyAny(value);
+  } catch {
+    return checkedJsonTextOf(value, what);
+  }
+  return text?.includes("null") ? checkedJsonTextOf(value, what) : text;
+}
+
+/**
+ * JSON.stringify, typed as it behaves: it gives undefined for undefined, a
+ * function or a symbol, which its declared type omits.
+ */
+const stringifyAny: (value: unknown) => string | undefined = JSON.stringify;
+
+/** {@link jsonTextOf}, refusing NaN and ±Infinity as it meets them. */
+function checkedJsonTextOf(value: unknown, what: string): string | undefined {
   try {
     // JSON.stringify returns undefined for undefined, functions and symbols,
     // which its declared type omits; this function's return type says so.
@@ -493,22 +541,158 @@ function kindOf(value: JsonValue): string {
 }
 
 /** A JSON copy of `status`, checked to be a JSON object without operator-owned keys. */
-function checkStatus(status: unknown, what: string): JsonObject {
-  const copy = JSON.parse(stringify(status, what)) as JsonValue;
-  const object = asObject(copy);
-  if (object === undefined) {
-    throw new InvalidResponseError(`${what} must be a JSON object, got ${kindOf(copy)}`);
+function checkStatus(status: unknown, what: string): JsonCopy {
+  const text = stringify(status, what);
+  if (!isObjectText(text)) {
+    throw new InvalidResponseError(`${what} must be a JSON object, got ${kindOf(JSON.parse(text) as JsonValue)}`);
   }
-  for (const key of Object.keys(object)) {
-    if (RESERVED_STATUS_KEYS.includes(key)) {
-      throw new InvalidResponseError(
-        `${what} key "${key}" is reserved for the operator (it owns ` +
-          `${[...RESERVED_STATUS_KEYS].sort().join(", ")}); report it under another key, ` +
-          "or as a condition",
-      );
+  const copy = JsonCopy.ofText(text);
+  // Only a key `status` has can be in its JSON, unless a toJSON method wrote
+  // the JSON: only then is the copy decoded to look at its keys.
+  if (mayWriteReservedKey(status)) {
+    for (const key of Object.keys(copy.peek())) {
+      if (RESERVED_STATUS_KEYS.includes(key)) {
+        throw new InvalidResponseError(
+          `${what} key "${key}" is reserved for the operator (it owns ` +
+            `${[...RESERVED_STATUS_KEYS].sort().join(", ")}); report it under another key, ` +
+            "or as a condition",
+        );
+      }
     }
   }
-  return object;
+  return copy;
+}
+
+/**
+ * Whether JSON.stringify may write one of the operator's status keys at the
+ * top level of `value`'s JSON: it writes an object's own enumerable keys
+ * (own, so `Object.hasOwn` is true for each), or whatever its `toJSON`
+ * method returns.
+ */
+function mayWriteReservedKey(value: unknown): boolean {
+  const object = value as Record<string, unknown>;
+  if (typeof object["toJSON"] === "function") {
+    return true;
+  }
+  for (const key of RESERVED_STATUS_KEYS) {
+    if (Object.hasOwn(object, key)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/** Whether `text`, written by JSON.stringify, is a JSON object (JSON.stringify starts no other value with `{`). */
+export function isObjectText(text: string): boolean {
+  return text.charCodeAt(0) === 0x7b;
+}
+
+/**
+ * A JSON object copied from what a plugin passed: the text JSON.stringify
+ * wrote, and the copy JSON.parse reads back from it, made only when asked
+ * for. A status or child is thus stringified once, and sent as that text,
+ * rather than stringified to copy it, parsed back, and stringified again to
+ * send it. JSON.parse(JSON.stringify(x)) stringifies back to the same text,
+ * so the bytes sent are the same.
+ *
+ * Once {@link object} has handed the copy out, a plugin may change it, and
+ * the change is sent, as it was when the SDK kept only the copy: the text
+ * is dropped, and the copy encoded when sent.
+ *
+ * @internal
+ */
+export class JsonCopy {
+  /** The text to send, while the copy cannot have been changed. */
+  #text: string | undefined;
+  /** The copy, or its text until it is first read. */
+  #object: JsonObject | string;
+
+  private constructor(text: string | undefined, object: JsonObject | string) {
+    this.#text = text;
+    this.#object = object;
+  }
+
+  /** The copy of the object JSON.stringify wrote as `text` (a JSON object). */
+  static ofText(text: string): JsonCopy {
+    return new JsonCopy(text, text);
+  }
+
+  /** `object` itself, a JSON object (a copy already, or one a plugin may have changed). */
+  static ofObject(object: JsonObject): JsonCopy {
+    return new JsonCopy(undefined, object);
+  }
+
+  /** The copy, for the SDK to read without changing it; the text stays. */
+  peek(): JsonObject {
+    if (typeof this.#object === "string") {
+      this.#object = JSON.parse(this.#object) as JsonObject;
+    }
+    return this.#object;
+  }
+
+  /** The copy, for a plugin, which may change it. */
+  get object(): JsonObject {
+    const object = this.peek();
+    this.#text = undefined;
+    return object;
+  }
+
+  /** A new copy with the top-level keys of `other` merged into this one's. */
+  merge(other: JsonCopy): JsonCopy {
+    return JsonCopy.ofObject({ ...this.peek(), ...other.peek() });
+  }
+
+  /**
+   * Compact UTF-8 JSON: the text as written, else the copy encoded now.
+   *
+   * @throws {InvalidResponseError} when a plugin changed the copy into
+   *   something JSON cannot carry.
+   */
+  encode(): Buffer {
+    return this.#text === undefined ? encodeJson(this.peek()) : Buffer.from(this.#text, "utf8");
+  }
+}
+
+/** The JSON copies of the extension statuses `extensionStatuses` lists, by item. */
+const extensionCopies = new WeakMap<ObjectStatus, { copy: JsonCopy }>();
+
+/**
+ * A status for one extension, as `extensionStatuses` lists it: a plain
+ * object (as it always was) whose `status` hands out the copy sent (see
+ * {@link JsonCopy}); setting it replaces the status.
+ */
+function extensionStatusItem(target: ObjectRef, copy: JsonCopy): ObjectStatus {
+  const held = { copy };
+  const item = {
+    target,
+    get status(): JsonObject {
+      return held.copy.object;
+    },
+    set status(status: JsonObject) {
+      held.copy = JsonCopy.ofObject(status);
+    },
+  };
+  extensionCopies.set(item, held);
+  return item;
+}
+
+/** Merges `checked` into the status of `item`. */
+function mergeExtensionStatus(item: ObjectStatus, checked: JsonCopy): void {
+  const held = extensionCopies.get(item);
+  if (held === undefined) {
+    // An item a plugin put in the list itself.
+    (item as { status: JsonObject }).status = { ...item.status, ...checked.peek() };
+  } else {
+    held.copy = held.copy.merge(checked);
+  }
+}
+
+/**
+ * The status of `item` as sent: its copy, or (for an item a plugin put in
+ * the list itself) its `status` encoded now.
+ */
+function encodeExtensionStatus(item: ObjectStatus): Buffer {
+  return extensionCopies.get(item)?.copy.encode() ?? encodeJson(item.status);
 }
 
 function checkConditionType(type: string): void {

@@ -44,7 +44,7 @@ import { Capability, Outcome } from "./gen/kplug/v1/types.js";
 import { InvalidRequestError } from "./errors.js";
 import { HookCall, HookResponse, wireCallPolicy, wireHook } from "./hooks.js";
 import { declaresChildren, type PluginInfo, wireOffer } from "./info.js";
-import { describeError, type Logger } from "./logger.js";
+import { describeError, type Logger, writes } from "./logger.js";
 import { MutateCall, Mutation, wireMutation } from "./mutate.js";
 import type { Plugin, Readiness } from "./plugin.js";
 import { PROTOCOL } from "./protocol.js";
@@ -143,7 +143,9 @@ export function pluginHandlers(plugin: Plugin, info: PluginInfo, logger: Logger)
       logger.error(`plugin ${name}: ${error.message}; ${call} not called`);
       return failed(error.message);
     }
-    logger.debug(`plugin ${name}: ${call} ${request.toString()}`);
+    if (writes(logger, "debug")) {
+      logger.debug(`plugin ${name}: ${call} ${request.toString()}`);
+    }
     try {
       const response: unknown = await run(request);
       if (!(response instanceof Response)) {

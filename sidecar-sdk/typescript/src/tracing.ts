@@ -52,17 +52,29 @@ export function exportSpans(
   };
 }
 
-/** Runs `fn` in a `plugin handler` span continuing the trace the caller sent. */
-export async function inHandlerSpan<T>(
+/**
+ * Runs `fn` in a `plugin handler` span continuing the trace the caller sent.
+ * Not traced (no exporter), it is `fn()`: no span, no metadata read, and no
+ * promise of its own wrapped around `fn`'s.
+ */
+export function inHandlerSpan<T>(
   plugin: string,
   call: string,
   metadata: Metadata,
   fn: () => Promise<T>,
 ): Promise<T> {
   const current = tracer;
-  if (current === undefined) {
-    return fn();
-  }
+  return current === undefined ? fn() : inSpan(current, plugin, call, metadata, fn);
+}
+
+/** {@link inHandlerSpan} when traced; async, so that what throws rejects. */
+async function inSpan<T>(
+  current: Tracer,
+  plugin: string,
+  call: string,
+  metadata: Metadata,
+  fn: () => Promise<T>,
+): Promise<T> {
   const carrier: Record<string, string> = {};
   for (const [key, value] of Object.entries(metadata.getMap())) {
     if (typeof value === "string") {

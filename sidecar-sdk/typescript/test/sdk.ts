@@ -3,3 +3,4 @@ export * from "../src/index.js";
 export { secondsToDuration as secondsToDurationForTests } from "../src/response.js";
 export { channelOptions } from "../src/heartbeat.js";
 export { registryWaitingMessage, socketDirMissingMessage } from "../src/protocol.js";
+export { pluginHandlers } from "../src/service.js";
