@@ -122,6 +122,7 @@ def generate(protos: Path) -> str:
 
 
 def runtime_requirements(grpc_stub: str) -> list[str]:
+    """The package's dependencies: grpcio and protobuf, as new as the stubs need, and orjson."""
     grpc_version = re.search(r"^GRPC_GENERATED_VERSION = '([\d.]+)'", grpc_stub, re.MULTILINE)
     pb_version = re.search(
         r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*"
@@ -134,6 +135,9 @@ def runtime_requirements(grpc_stub: str) -> list[str]:
     return [
         f"grpcio>={grpc_version.group(1)}",
         f"protobuf>={major}.{minor}.{patch},<{major + 1}",
+        # The JSON of every call (kplug.codec; the README says why). Not from the stubs: pinned
+        # to the major version whose options and errors kplug.codec relies on.
+        "orjson>=3.10,<4",
     ]
 
 

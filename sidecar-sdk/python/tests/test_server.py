@@ -518,6 +518,37 @@ async def test_sync_handlers_run_in_threads(start: StartFn, dial: DialFn) -> Non
     )
 
 
+async def test_an_awaitable_a_plain_handler_returns_is_awaited(
+    start: StartFn, dial: DialFn
+) -> None:
+    class Deferring(kplug.Plugin):
+        """Plain defs that hand back awaitables, as the handlers' types allow."""
+
+        def reconcile(self, request: kplug.Request) -> Awaitable[kplug.Response]:
+            return self.later(request.name)
+
+        def finalize(self, request: kplug.Request) -> Awaitable[kplug.Response]:
+            return asyncio.ensure_future(self.later("gone"), loop=loop)
+
+        async def later(self, name: str) -> kplug.Response:
+            return kplug.Response.ok(status={"awaited": name})
+
+    loop = asyncio.get_running_loop()
+    server = await start(Deferring(), heartbeat_interval=60)
+    stub = dial(server.socket_path)
+    for _ in range(2):  # the second time, with what the SDK remembers of the handler
+        response = await stub.Reconcile(reconcile_request(), timeout=2)
+        assert response.outcome == types_pb2.OUTCOME_OK, response.message
+        assert json.loads(response.status) == {"awaited": "users"}
+    finalize = await stub.Finalize(
+        plugin_pb2.FinalizeRequest(implementation="PostgreSQL", object=json.dumps(BASE).encode()),
+        timeout=2,
+    )
+    # Awaited, then refused for its status, which a Finalize answer cannot carry.
+    assert finalize.outcome == types_pb2.OUTCOME_FAILED
+    assert finalize.message.startswith("ValueError: a Finalize response carries no status")
+
+
 async def test_default_finalize_is_done(start: StartFn, dial: DialFn) -> None:
     server = await start(heartbeat_interval=60)
     request = plugin_pb2.FinalizeRequest(

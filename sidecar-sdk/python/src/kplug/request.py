@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kplug import codec
 from kplug._proto import types_pb2
 from kplug.errors import InvalidRequestError
 
@@ -79,10 +80,10 @@ class Request:
         """Decode the JSON the operator sent; raise :class:`InvalidRequestError` if an object is
         not a JSON object."""
         return cls(
-            implementation=implementation,
-            object=decode_object("the base object", obj),
-            extensions=[decode_object(f"extension #{i}", e) for i, e in enumerate(extensions)],
-            children=[decode_object(f"child #{i}", c) for i, c in enumerate(children)],
+            implementation,
+            decode_object("the base object", obj),
+            decode_objects("extension", extensions) if extensions else [],
+            decode_objects("child", children) if children else [],
         )
 
     @classmethod
@@ -198,12 +199,6 @@ def spec_of(obj: JsonObject) -> JsonObject:
     return spec if isinstance(spec, dict) else {}
 
 
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON; Python accepts them by default, other
-    # languages' decoders do not, and the SDKs must agree.
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def encode_for_request(what: str, value: Mapping[str, Any] | str | bytes) -> bytes:
     """``value`` (a dict or JSON text) as the JSON bytes the operator would send."""
     if isinstance(value, bytes):
@@ -219,12 +214,19 @@ def encode_for_request(what: str, value: Mapping[str, Any] | str | bytes) -> byt
         ) from e
 
 
+def decode_objects(what: str, items: Sequence[bytes]) -> list[JsonObject]:
+    """Each JSON object of ``items``, ``what #<i>`` in the message for one that is not."""
+    return [decode_object(f"{what} #{i}", item) for i, item in enumerate(items)]
+
+
 def decode_object(what: str, data: bytes) -> JsonObject:
     """The JSON object in ``data``; :class:`InvalidRequestError` naming ``what`` otherwise."""
     try:
-        value = json.loads(data, parse_constant=_reject_constant)
+        # Strict: NaN and Infinity, which Python's json module would accept, are refused, as
+        # other languages' decoders refuse them and the SDKs must agree (kplug.codec).
+        value = codec.loads(data)
     # The texts are the Rust SDK's too (see sidecar-sdk/conformance/README.md).
-    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except ValueError as e:  # orjson.JSONDecodeError is one
         raise InvalidRequestError(f"kplug: {what} is not valid JSON: {e}") from e
     if not isinstance(value, dict):
         raise InvalidRequestError(f"kplug: {what} is not a JSON object")

@@ -20,17 +20,21 @@ operator; statuses and events may only target objects the plugin was sent.
 from __future__ import annotations
 
 import enum
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Self
 
 from google.protobuf import duration_pb2
 
+from kplug import codec
 from kplug._proto import plugin_pb2, types_pb2
 from kplug.protocol import RESERVED_CONDITION_TYPES, RESERVED_STATUS_KEYS
 from kplug.request import JsonObject, ObjectRef
+
+_SentObjects = Callable[[], tuple[ObjectRef, Sequence[ObjectRef]]]
+"""The objects a call sent the plugin, the base object and its extensions, as references:
+computed when called (:meth:`Response._reconcile_wire`)."""
 
 DEFAULT_RETRY_AFTER_SECONDS = 10.0
 """How long :meth:`Response.retry` waits when not told (the operator's default too)."""
@@ -220,30 +224,46 @@ class Response:
         ``base`` and ``extensions`` are the objects the plugin was sent. Extension
         statuses must target one of ``extensions``; events the base or one of them.
         """
-        response = plugin_pb2.ReconcileResponse(outcome=self.outcome.value, message=self.message)
-        set_retry_after(response, self.outcome, self.retry_after_seconds)
+        return self._reconcile_wire(lambda: (base, extensions))
+
+    def _reconcile_wire(self, sent: _SentObjects) -> plugin_pb2.ReconcileResponse:
+        """:meth:`to_reconcile_proto`, calling ``sent`` for the objects the plugin was sent
+        only when the answer targets one (an extension status, an event): most answers do not,
+        and the SDK saves building their references on every call."""
+        outcome = self.outcome
+        # _value_ rather than .value: the property is slow, and this runs on every call.
+        response = plugin_pb2.ReconcileResponse(outcome=outcome._value_, message=self.message)
+        if outcome is Outcome.RETRY:
+            set_retry_after(response, outcome, self.retry_after_seconds)
         if self.status is not None:
             _check_status_keys(self.status, "status")
             response.status = encode_json(self.status, "status")
-        for item in self.extension_statuses:
-            if _same_object(item.target, base):
-                raise ValueError(
-                    f"extension_status targets the base object {item.target}; set its status "
-                    "with with_status() or status="
+        targets = None
+        if self.extension_statuses:
+            targets = sent()
+            base, extensions = targets
+            for item in self.extension_statuses:
+                if _same_object(item.target, base):
+                    raise ValueError(
+                        f"extension_status targets the base object {item.target}; set its "
+                        "status with with_status() or status="
+                    )
+                check_sent(item.target, extensions, "a status")
+                _check_status_keys(item.status, f"status of {item.target}")
+                response.extension_statuses.append(
+                    plugin_pb2.ObjectStatus(
+                        target=item.target.to_proto(),
+                        status=encode_json(item.status, f"status of {item.target}"),
+                    )
                 )
-            check_sent(item.target, extensions, "a status")
-            _check_status_keys(item.status, f"status of {item.target}")
-            response.extension_statuses.append(
-                plugin_pb2.ObjectStatus(
-                    target=item.target.to_proto(),
-                    status=encode_json(item.status, f"status of {item.target}"),
-                )
-            )
         for condition in self.conditions:
             _check_condition_type(condition.type)
             response.conditions.append(condition.to_proto())
-        response.events.extend(events_proto(self.events, base, extensions))
-        _set_children(response, self.children)
+        if self.events:
+            base, extensions = targets or sent()
+            response.events.extend(events_proto(self.events, base, extensions))
+        if self.children is not None:
+            _set_children(response, self.children)
         return response
 
     def to_finalize_proto(
@@ -252,15 +272,25 @@ class Response:
         """The wire form of a Finalize answer; raise ValueError if it carries statuses or
         conditions (a Finalize response cannot). Its children are those still wanted while
         clean-up goes on; once the answer is OK, every child goes."""
+        return self._finalize_wire(lambda: (base, extensions))
+
+    def _finalize_wire(self, sent: _SentObjects) -> plugin_pb2.FinalizeResponse:
+        """:meth:`to_finalize_proto`, calling ``sent`` only for an answer with events (as
+        :meth:`_reconcile_wire`)."""
         if self.status is not None or self.extension_statuses or self.conditions:
             raise ValueError(
                 "a Finalize response carries no status, extension statuses or conditions (the "
                 "object is being deleted); return the outcome, a message and events only"
             )
-        response = plugin_pb2.FinalizeResponse(outcome=self.outcome.value, message=self.message)
-        set_retry_after(response, self.outcome, self.retry_after_seconds)
-        response.events.extend(events_proto(self.events, base, extensions))
-        _set_children(response, self.children)
+        outcome = self.outcome
+        response = plugin_pb2.FinalizeResponse(outcome=outcome._value_, message=self.message)
+        if outcome is Outcome.RETRY:
+            set_retry_after(response, outcome, self.retry_after_seconds)
+        if self.events:
+            base, extensions = sent()
+            response.events.extend(events_proto(self.events, base, extensions))
+        if self.children is not None:
+            _set_children(response, self.children)
         return response
 
     def _with_optional_status(self, status: Mapping[str, Any] | None) -> Response:
@@ -333,12 +363,11 @@ def events_proto(
 
 def encode_json(value: Any, what: str) -> bytes:
     """Compact UTF-8 JSON, as every SDK sends it."""
-    if not isinstance(value, Mapping):
+    # The dict first: the check of the abstract Mapping is slower, and statuses are dicts.
+    if not isinstance(value, dict) and not isinstance(value, Mapping):
         raise ValueError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
     try:
-        return json.dumps(
-            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode()
+        return codec.dumps(value)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{what} cannot be encoded as JSON: {e}") from e
 
@@ -350,6 +379,8 @@ def seconds_to_duration(seconds: float) -> duration_pb2.Duration:
 
 
 def _check_status_keys(status: Mapping[str, Any], what: str) -> None:
+    if RESERVED_STATUS_KEYS.isdisjoint(status):
+        return  # the usual case, checked without a loop in Python
     for key in status:
         if key in RESERVED_STATUS_KEYS:
             raise ValueError(

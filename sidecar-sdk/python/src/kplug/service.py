@@ -17,6 +17,7 @@ succeeds, rather than apply it unmutated. A call the plugin does not implement i
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ from kplug.hooks import HookCall, HookResponse
 from kplug.info import PROTOCOL, PluginInfo
 from kplug.mutate import MutateCall, Mutation
 from kplug.plugin import Plugin, Readiness, overrides, overrides_finalize
-from kplug.request import Request
+from kplug.request import ObjectRef, Request
 from kplug.response import Response
 
 logger = logging.getLogger(__name__)
@@ -63,20 +64,52 @@ def describe_exception(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-async def call_handler(handler: Callable[..., T | Awaitable[T]], *args: Any) -> T:
-    """Await an async handler; run a plain one in a worker thread so it may block."""
-    if inspect.iscoroutinefunction(handler):
+async def call_handler(handler: Callable[..., Any], *args: Any) -> Any:
+    """Await an async handler; run a plain one in a worker thread so it may block. What it
+    returns is the caller's to check."""
+    if _is_async(handler):
         result = await handler(*args)
     elif getattr(handler, "__func__", None) in _INLINE_DEFAULTS:
         result = handler(*args)  # the SDK's own trivial defaults need no thread
     else:
         result = await asyncio.to_thread(handler, *args)
-    if inspect.isawaitable(result):
+    # An answer is never awaitable: the common case skips the slower general check.
+    if not isinstance(result, _ANSWERS) and inspect.isawaitable(result):
         result = await result
-    return cast(T, result)
+    return result
+
+
+def _is_async(handler: Callable[..., Any]) -> bool:
+    """``inspect.iscoroutinefunction(handler)``, remembered for the function of a bound method
+    (a new object each time it is looked up), since it is asked on every call."""
+    function = getattr(handler, "__func__", handler)
+    try:
+        return _is_async_function(function)
+    except TypeError:  # an unhashable callable object: asked every time
+        return inspect.iscoroutinefunction(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_async_function(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function)
 
 
 _INLINE_DEFAULTS = {Plugin.finalize, Plugin.ready}
+_ANSWERS = (Response, HookResponse, Validation, Defaults, Mutation, Readiness, bool)
+
+
+def _sent(request: Request) -> Callable[[], tuple[ObjectRef, list[ObjectRef]]]:
+    """The references to the objects ``request`` sent the plugin, built when called: only an
+    answer that targets one (an extension status, an event) needs them."""
+    return lambda: (request.ref(), [request.ref(e) for e in request.extensions])
+
+
+def _encode_reconcile(response: Response, request: Request) -> plugin_pb2.ReconcileResponse:
+    return response._reconcile_wire(_sent(request))
+
+
+def _encode_finalize(response: Response, request: Request) -> plugin_pb2.FinalizeResponse:
+    return response._finalize_wire(_sent(request))
 
 
 class PluginService(plugin_pb2_grpc.PluginServicer):
@@ -121,27 +154,25 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     async def Reconcile(  # noqa: N802
         self, request: plugin_pb2.ReconcileRequest, context: grpc.aio.ServicerContext
     ) -> plugin_pb2.ReconcileResponse:
-        def encode(response: Response, decoded: Request) -> plugin_pb2.ReconcileResponse:
-            return response.to_reconcile_proto(
-                decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
-            )
-
-        with tracing.handler_span(self._info.name, "Reconcile", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Reconcile", context):
             return await self._handle(
-                "reconcile", request, self._plugin.reconcile, encode, plugin_pb2.ReconcileResponse
+                "reconcile",
+                request,
+                self._plugin.reconcile,
+                _encode_reconcile,
+                plugin_pb2.ReconcileResponse,
             )
 
     async def Finalize(  # noqa: N802
         self, request: plugin_pb2.FinalizeRequest, context: grpc.aio.ServicerContext
     ) -> plugin_pb2.FinalizeResponse:
-        def encode(response: Response, decoded: Request) -> plugin_pb2.FinalizeResponse:
-            return response.to_finalize_proto(
-                decoded.ref(), [decoded.ref(e) for e in decoded.extensions]
-            )
-
-        with tracing.handler_span(self._info.name, "Finalize", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Finalize", context):
             return await self._handle(
-                "finalize", request, self._plugin.finalize, encode, plugin_pb2.FinalizeResponse
+                "finalize",
+                request,
+                self._plugin.finalize,
+                _encode_finalize,
+                plugin_pb2.FinalizeResponse,
             )
 
     async def _handle(
@@ -174,7 +205,7 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     async def Validate(  # noqa: N802
         self, request: plugin_pb2.ValidateRequest, context: grpc.aio.ServicerContext
     ) -> plugin_pb2.ValidateResponse:
-        with tracing.handler_span(self._info.name, "Validate", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Validate", context):
             return await self._admit(
                 "validate",
                 request,
@@ -186,7 +217,7 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     async def Default(  # noqa: N802
         self, request: plugin_pb2.DefaultRequest, context: grpc.aio.ServicerContext
     ) -> plugin_pb2.DefaultResponse:
-        with tracing.handler_span(self._info.name, "Default", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Default", context):
             return await self._admit(
                 "default",
                 request,
@@ -200,7 +231,7 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     ) -> plugin_pb2.HookResponse:
         if not overrides(self._plugin, "hook"):
             await self._unimplemented(context, "Hook")
-        with tracing.handler_span(self._info.name, "Hook", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Hook", context):
             try:
                 call = HookCall.decode(request)
             except InvalidRequestError as e:
@@ -229,7 +260,7 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
     ) -> plugin_pb2.MutateResponse:
         if not overrides(self._plugin, "mutate"):
             await self._unimplemented(context, "Mutate")
-        with tracing.handler_span(self._info.name, "Mutate", context.invocation_metadata()):
+        with tracing.handler_span(self._info.name, "Mutate", context):
             try:
                 call = MutateCall.decode(request)
             except InvalidRequestError as e:

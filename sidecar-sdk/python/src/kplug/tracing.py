@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 try:  # the `otel` extra
     from opentelemetry import propagate, trace
@@ -76,15 +76,29 @@ def _insecure(endpoint: str) -> bool:
     return not endpoint.startswith("https://")
 
 
-@contextlib.contextmanager
+class _Invocation(Protocol):
+    def invocation_metadata(self) -> Sequence[tuple[str, str | bytes]] | None: ...
+
+
+# What handler_span returns when nothing is traced: one object for every call, so that an
+# untraced call builds no span, no generator and no copy of its metadata.
+_UNTRACED: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
 def handler_span(
-    plugin: str, call: str, metadata: Sequence[tuple[str, str | bytes]] | None
+    plugin: str, call: str, context: _Invocation
+) -> contextlib.AbstractContextManager[None]:
+    """Run the body in a ``plugin handler`` span continuing the trace in ``context``'s
+    metadata (a ``grpc.aio.ServicerContext``), or in nothing at all when not exporting."""
+    if _tracer is None:
+        return _UNTRACED
+    return _span(_tracer, plugin, call, context.invocation_metadata())
+
+
+@contextlib.contextmanager
+def _span(
+    tracer: Any, plugin: str, call: str, metadata: Sequence[tuple[str, str | bytes]] | None
 ) -> Iterator[None]:
-    """Run the body in a ``plugin handler`` span continuing the caller's trace."""
-    tracer = _tracer
-    if tracer is None:
-        yield
-        return
     carrier = {k: v for k, v in metadata or () if isinstance(v, str)}
     parent = propagate.extract(carrier)
     with tracer.start_as_current_span(
