@@ -17,6 +17,13 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 TESTENV_BIN := $(TARGET_DIR)/testenv/kube-testenv
 TESTENV_SRC := $(wildcard testenv/*.go) testenv/go.mod testenv/go.sum
 
+# The Go build cache of the builds from the k8s.io/kubernetes module
+# (kube-testenv, the node binaries): a directory of its own, so that
+# `make images` can hand it to kube-testenv's image build whole
+# (deploy/images/go-cache-seed.Dockerfile) without the rest of this
+# machine's Go cache.
+K8S_GOCACHE ?= $(HOME)/.cache/kplug-k8s-go-build
+
 .PHONY: help
 help: ## show this help
 	@echo "kplug make targets:"
@@ -30,7 +37,7 @@ testenv: $(TESTENV_BIN) ## build target/testenv/kube-testenv (kube-apiserver + e
 # does not set it (the API server would report v0.0.0 and clients would see
 # an unknown version). A recipe line that starts with $(K8S_BUILD) sets
 # $$version and the $$ldflags that $(GO_BUILD) uses, in testenv/
-GO_BUILD = $(GO) build -trimpath -buildvcs=false -ldflags "$$ldflags"
+GO_BUILD = GOCACHE=$(K8S_GOCACHE) $(GO) build -trimpath -buildvcs=false -ldflags "$$ldflags"
 K8S_BUILD = version=$$(cd testenv && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
 	major=$${version\#v}; major=$${major%%.*}; \
 	minor=$${version\#v*.}; minor=$${minor%%.*}; \
@@ -437,6 +444,14 @@ define image
 	echo "[images] $(1) built in $$(( $$(date +%s) - start ))s"
 endef
 
+# The base images' stand-ins but kubectl's (which waits for node-binaries):
+# mostly downloads and unpacking, so CI starts them beside `make testenv`'s
+# compile; `make images` builds whatever is still missing, after waiting for
+# a run still under way (standins.sh takes a lock).
+.PHONY: standins
+standins: docker-engine ## the local stand-ins of the base images no registry here serves, but kubectl's (deploy/images/standins.sh --except-kubectl)
+	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/standins.sh --except-kubectl
+
 # Every image compose.yaml and the manifests name. The kubectl stand-in
 # (deploy/images/standins.sh) is the kubectl node-binaries builds.
 .PHONY: images
@@ -452,7 +467,16 @@ images: docker-engine $(TARGET_DIR)/testenv/kubectl ## build every kplug image a
 	$(call image,postgresql-server-plugin,$(IMAGE_REGISTRY)/postgresql-server-plugin:$(IMAGE_TAG),--target postgresql-server-plugin,Dockerfile --target postgresql-server-plugin; the workspace build is shared)
 	$(call image,backup-plugin,$(IMAGE_REGISTRY)/backup-plugin:$(IMAGE_TAG),--target backup-plugin,Dockerfile --target backup-plugin; the workspace build is shared)
 	$(call image,postgresql-plugin,$(IMAGE_REGISTRY)/postgresql-plugin:$(IMAGE_TAG),-f examples/database-table/postgresql-plugin/Dockerfile,examples/database-table/postgresql-plugin/Dockerfile)
-	$(call image,kube-testenv,kplug-kube-testenv:dev,-f deploy/compose/kube-testenv.Dockerfile,deploy/compose/kube-testenv.Dockerfile for compose.yaml; the first build compiles kube-apiserver in a Go container$(comma) several minutes)
+	@if ! $(DOCKER) image inspect kplug-kube-testenv:dev >/dev/null 2>&1 && [ -d $(K8S_GOCACHE) ]; then \
+	  start=$$(date +%s); \
+	  echo "[images] seeding kube-testenv's Go build cache from $(K8S_GOCACHE) ($$(du -sh $(K8S_GOCACHE) | cut -f1); deploy/images/go-cache-seed.Dockerfile)..."; \
+	  DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain -f deploy/images/go-cache-seed.Dockerfile -t kplug-go-cache-seed:dev $(K8S_GOCACHE) \
+	    > $(TARGET_DIR)/docker/build-go-cache-seed.log 2>&1 \
+	    || { tail -20 $(TARGET_DIR)/docker/build-go-cache-seed.log; echo "[images] the seed failed (the image's build compiles everything instead)"; }; \
+	  $(DOCKER) image rm kplug-go-cache-seed:dev >/dev/null 2>&1 || true; \
+	  echo "[images] seeded in $$(( $$(date +%s) - start ))s"; \
+	fi
+	$(call image,kube-testenv,kplug-kube-testenv:dev,-f deploy/compose/kube-testenv.Dockerfile,deploy/compose/kube-testenv.Dockerfile for compose.yaml; the first build compiles kube-apiserver in a Go container$(comma) several minutes$(comma) or links what the seed above brought)
 
 # --- demo ----------------------------------------------------------------------
 

@@ -11,7 +11,8 @@
 # Wiped (this is destructive: your next build downloads and compiles
 # everything again, as a new machine does):
 #   - Cargo's registry and git caches (CARGO_HOME/registry, CARGO_HOME/git)
-#   - Go's module and build caches (go clean -modcache -cache)
+#   - Go's module and build caches (go clean -modcache -cache), and the
+#     Kubernetes builds' own (K8S_GOCACHE, the Makefile's)
 #   - the npm and pip caches, and Maven's repository (~/.m2/repository)
 #   - the nightly Rust toolchain
 #   - the Cargo build (target/debug) .ci/run keeps between runs
@@ -48,6 +49,7 @@ caches=(
   "$cargo_home/git"
   "$(go env GOMODCACHE 2>/dev/null || echo "$HOME/go/pkg/mod")"
   "$(go env GOCACHE 2>/dev/null || echo "$HOME/.cache/go-build")"
+  "${K8S_GOCACHE:-$HOME/.cache/kplug-k8s-go-build}"
   "$(npm config get cache 2>/dev/null || echo "$HOME/.npm")"
   "$(python3 -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")"
   "$HOME/.m2/repository"

@@ -2,8 +2,14 @@
 # Local stand-ins for the public base images kplug's Dockerfiles name, for
 # machines that reach Debian's package mirror but no container registry.
 #
-#   deploy/images/standins.sh          build the stand-ins that are missing
-#   deploy/images/standins.sh --list   print each base image and its state
+#   deploy/images/standins.sh                   build the stand-ins that are missing
+#   deploy/images/standins.sh --except-kubectl  the same, but for kubectl's (which
+#                                               needs `make node-binaries` first)
+#   deploy/images/standins.sh --list            print each base image and its state
+#
+# One run at a time on a machine: a second one waits for the first (a lock
+# in KPLUG_STANDIN_WORK), then finds its images there. CI starts the
+# stand-ins beside its first build, and `make images` waits for them.
 #
 # Each stand-in is built from Debian packages (debootstrap, `docker import`,
 # then small Dockerfiles in deploy/images/standins/), tagged with the exact
@@ -175,17 +181,37 @@ mariadb() {
   rm -rf "$context"
 }
 
-if [ "${1:-}" = --list ]; then
-  for tag in "${bases[@]}"; do printf '%-42s %s\n' "$tag" "$(state "$tag")"; done
-  exit 0
-elif [ $# -gt 0 ]; then
-  sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
-  exit 2
-fi
+except=
+case ${1:-} in
+  "") ;;
+  --list)
+    for tag in "${bases[@]}"; do printf '%-42s %s\n' "$tag" "$(state "$tag")"; done
+    exit 0 ;;
+  --except-kubectl) except=registry.k8s.io/kubectl ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2 ;;
+esac
 
 "$docker" info >/dev/null 2>&1 \
   || { say "no Docker engine answers; start one: deploy/images/engine.sh start"; exit 1; }
+
+# Two runs at once would both build what is missing, into the same scratch
+# directories: the second waits, and then finds the images the first made.
+mkdir -p "$work"
+exec 9>"$work/.lock"
+if ! flock -n 9; then
+  say "another standins.sh is building (lock $work/.lock); waiting for it..."
+  waited=$(date +%s)
+  flock 9
+  say "the other run ended after $(( $(date +%s) - waited ))s"
+fi
+
 for tag in "${bases[@]}"; do
+  if [ -n "$except" ] && [ "${tag%%:*}" = "$except" ]; then
+    say "$tag: left for later ($1)"
+    continue
+  fi
   if present "$tag"; then
     say "$tag: present ($(state "$tag"))"
     continue
