@@ -72,10 +72,16 @@ node-binaries: $(NODE_BIN_FILES) ## build kubelet, kube-controller-manager, kube
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# Under a lock: `make test` builds these in test-prepare while the
+# background `make images` needs kubectl too, and two go builds of the same
+# packages at once compile each of them twice (Go's cache helps only once a
+# build is done). The second waits, then finds everything in the cache.
 $(addprefix $(TARGET_DIR)/testenv/,$(NODE_BINS)) &: testenv/go.mod testenv/go.sum
-	@echo "[node] building $(NODE_BINS) (the first build takes several minutes; later ones reuse the Go build cache)..."
 	@mkdir -p $(TARGET_DIR)/testenv
-	@$(K8S_BUILD); \
+	@exec 8>$(TARGET_DIR)/testenv/.node-build.lock; \
+	flock -n 8 || { echo "[node] another build of the node binaries runs; waiting for it..."; flock 8; }; \
+	echo "[node] building $(NODE_BINS) (the first build takes several minutes; later ones reuse the Go build cache)..."; \
+	$(K8S_BUILD); \
 	start=$$(date +%s); \
 	cd testenv && $(GO_BUILD) -o $(abspath $(TARGET_DIR))/testenv/ $(addprefix k8s.io/kubernetes/cmd/,$(NODE_BINS)); \
 	echo "[node] built $(NODE_BINS) ($$version) in $$(( $$(date +%s) - start ))s"
@@ -120,6 +126,15 @@ TEST_PREPARE := testenv images-background node-binaries build test-build databas
 TEST_CHECKS := images-hold test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
 TEST_LAST := images-wait test-rust-alone test-rust-doc test-docs
 TEST_PARALLEL ?= 2
+# Within `make test`, phases 2 and 3 run with PREPARED=1: what a check needs
+# was built in test-prepare, so its prerequisites are left out. Not only to
+# save their no-op recipes: make -j starts a target only after a pass over
+# its prerequisites, and defers it while it has some to run, so a check with
+# a chain of them (test-rust-shared: sdk-hellos, go-stubs, tools...) started
+# after every check without one, and the longest check ran last, alone
+# (warm CI: 4 minutes of test-rust-shared after the rest). Run on its own
+# (`make test-rust-shared`), a check builds what it needs, as before.
+prepared = $(if $(PREPARED),,$(1))
 KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
 
 .PHONY: test
@@ -128,8 +143,8 @@ test: ## run every test (real kube-apiserver, real databases, real images) and e
 	phase() { echo "[test] make $$* ($$(date -u +%H:%M:%S))"; \
 	  $(MAKE) "$$@" || { status=$$?; [ -n "$(KEEP_GOING)" ] || exit $$status; }; }; \
 	phase -j1 test-prepare; \
-	phase -j$(TEST_PARALLEL) --output-sync=target test-checks; \
-	phase -j1 test-last; \
+	phase -j$(TEST_PARALLEL) --output-sync=target PREPARED=1 test-checks; \
+	phase -j1 PREPARED=1 test-last; \
 	exit $$status
 
 .PHONY: test-prepare test-checks test-last
@@ -163,11 +178,11 @@ test-build: ## build every test binary of the workspace (cargo test --workspace 
 test-rust: images test-rust-shared test-rust-alone test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones alone), then the doc tests
 
 .PHONY: test-rust-shared
-test-rust-shared: testenv build sdk-hellos databases python python-sdk deploy-tools ## the test binaries that share the machine, two at a time
+test-rust-shared: $(call prepared,testenv build sdk-hellos databases python python-sdk deploy-tools) ## the test binaries that share the machine, two at a time
 	$(TEST_BINARIES) --group shared
 
 .PHONY: test-rust-alone
-test-rust-alone: testenv node-binaries build databases deploy-tools ## the test binaries that need the whole machine (the real node, docker compose, the Docker engine, chaos), one at a time; they need `make images` first
+test-rust-alone: $(call prepared,testenv node-binaries build databases deploy-tools) ## the test binaries that need the whole machine (the real node, docker compose, the Docker engine, chaos), one at a time; they need `make images` first
 	$(TEST_BINARIES) --group alone
 
 .PHONY: test-rust-doc
@@ -185,7 +200,7 @@ unit: ## the fast tier: unit tests and in-process socket tests, no control plane
 	$(CARGO) test -p kplug-sidecar --tests
 
 .PHONY: test-python
-test-python: python-sdk ## Python SDK checks and tests (make -C sidecar-sdk/python check)
+test-python: $(call prepared,python-sdk) ## Python SDK checks and tests (make -C sidecar-sdk/python check)
 	$(MAKE) -C sidecar-sdk/python check
 
 # The Python SDK's virtualenv (sidecar-sdk/python/.venv: the SDK with its
@@ -205,7 +220,7 @@ go-stubs: tools ## the Go SDK's gRPC stubs (make -C sidecar-sdk/go generate)
 # The Go and TypeScript SDKs have their own Makefiles (stubs generated with
 # the pinned buf, lint, unit tests, the shared conformance cases).
 .PHONY: test-go-sdk
-test-go-sdk: go-stubs ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
+test-go-sdk: $(call prepared,go-stubs) ## Go SDK: generate, gofmt, go vet, go test (make -C sidecar-sdk/go check)
 	$(MAKE) -C sidecar-sdk/go check
 
 # The Go, TypeScript and Java SDKs' hello plugins, as the processes that
@@ -280,7 +295,7 @@ $(JAVA_STAMP): $(JAVA_SOURCES)
 	@touch $@
 
 .PHONY: test-java-sdk
-test-java-sdk: java-sdk ## Java SDK: mvn verify (JUnit tests over real sockets, the shared conformance cases, spotless check)
+test-java-sdk: $(call prepared,java-sdk) ## Java SDK: mvn verify (JUnit tests over real sockets, the shared conformance cases, spotless check)
 	cd $(JAVA_SDK_DIR) && $(MAVEN) verify
 
 .PHONY: lint-java
@@ -299,7 +314,7 @@ PY_SDK := sidecar-sdk/python/.venv/bin/python
 TS_BUILD := sidecar-sdk/typescript/build
 
 .PHONY: conformance
-conformance: build sdk-hellos python-sdk conformance-plugins ## run kplug-conformance against the Rust, Python, Go, TypeScript and Java SDKs' plugins
+conformance: $(call prepared,build sdk-hellos python-sdk conformance-plugins) ## run kplug-conformance against the Rust, Python, Go, TypeScript and Java SDKs' plugins
 	@# Every run at once, each on its own socket directory (they wait on
 	@# heartbeats and TTLs, not on the CPU); each run's output is printed
 	@# whole, in order, when all are done.
@@ -338,14 +353,14 @@ conformance-plugins: go-stubs java-sdk
 # Python SDK's tools.
 DOCS_PY := sidecar-sdk/python/.venv/bin
 .PHONY: test-docs
-test-docs: testenv node-binaries build sdk-hellos python-sdk ## run docs/your-own-kind.md word for word, with its plugin in each SDK's language
+test-docs: $(call prepared,testenv node-binaries build sdk-hellos python-sdk) ## run docs/your-own-kind.md word for word, with its plugin in each SDK's language
 	$(DOCS_PY)/ruff check docs/tests
 	$(DOCS_PY)/ruff format --check docs/tests
 	$(DOCS_PY)/mypy --strict docs/tests
 	$(DOCS_PY)/python -m pytest -q -p no:asyncio docs/tests
 
 .PHONY: test-postgresql-plugin
-test-postgresql-plugin: databases ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL
+test-postgresql-plugin: $(call prepared,databases) ## the Python PostgreSQL plugin: lint, types, tests against real PostgreSQL
 	$(DB_ENV); $(MAKE) -C examples/database-table/postgresql-plugin check
 
 # The deployment tests themselves (kustomize, RBAC, compose, Dockerfiles) are
@@ -355,7 +370,7 @@ deploy-tools: ## install the pinned deployment tools (kustomize, hadolint, compo
 	$(MAKE) -C deploy tools
 
 .PHONY: test-deploy
-test-deploy: deploy-tools ## lint deploy/'s own Go helper (its tests run in test-rust)
+test-deploy: $(call prepared,deploy-tools) ## lint deploy/'s own Go helper (its tests run in test-rust)
 	$(MAKE) -C deploy lint
 
 # Real PostgreSQL and MariaDB from Debian's packages, on loopback, state in
@@ -395,13 +410,18 @@ IMAGES_LOG := $(TARGET_DIR)/docker/images-background.log
 IMAGES_STATUS := $(TARGET_DIR)/docker/images-background.status
 
 .PHONY: images-background
-images-background: ## start `make images` in the background (images-wait waits for it)
+images-background: ## start `make images` in the background (images-wait waits for it); nothing when one is under way
 	@mkdir -p $(TARGET_DIR)/docker
-	@rm -f $(IMAGES_STATUS) $(IMAGES_STATUS).pid
-	@echo "[images] building in the background; log: $(IMAGES_LOG)"
-	@( start=$$(date +%s); status=0; \
-	   $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
-	   echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid
+	@# CI starts it before `make testenv`, and `make test` then finds it here.
+	@if [ -s $(IMAGES_STATUS).pid ] && [ ! -s $(IMAGES_STATUS) ] && kill -0 $$(cat $(IMAGES_STATUS).pid) 2>/dev/null; then \
+	  echo "[images] already building in the background; log: $(IMAGES_LOG)"; \
+	else \
+	  rm -f $(IMAGES_STATUS) $(IMAGES_STATUS).pid; \
+	  echo "[images] building in the background; log: $(IMAGES_LOG)"; \
+	  ( start=$$(date +%s); status=0; \
+	    $(MAKE) images >$(IMAGES_LOG) 2>&1 || status=$$?; \
+	    echo "$$status $$(( $$(date +%s) - start ))" >$(IMAGES_STATUS) ) </dev/null & echo $$! >$(IMAGES_STATUS).pid; \
+	fi
 
 # images-hold: the first of test-checks' targets. It waits, quietly, for
 # the background build to end (fail or not: images-wait says how it went),
@@ -444,19 +464,15 @@ define image
 	echo "[images] $(1) built in $$(( $$(date +%s) - start ))s"
 endef
 
-# The base images' stand-ins but kubectl's (which waits for node-binaries):
-# mostly downloads and unpacking, so CI starts them beside `make testenv`'s
-# compile; `make images` builds whatever is still missing, after waiting for
-# a run still under way (standins.sh takes a lock).
-.PHONY: standins
-standins: docker-engine ## the local stand-ins of the base images no registry here serves, but kubectl's (deploy/images/standins.sh --except-kubectl)
-	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/standins.sh --except-kubectl
-
 # Every image compose.yaml and the manifests name. The kubectl stand-in
 # (deploy/images/standins.sh) is the kubectl node-binaries builds.
 .PHONY: images
-images: docker-engine $(TARGET_DIR)/testenv/kubectl ## build every kplug image and compose.yaml's kube-testenv with the Docker engine (local stand-ins for base images no registry here serves; buildx and Compose v2 from their Go modules when missing)
+images: docker-engine ## build every kplug image and compose.yaml's kube-testenv with the Docker engine (local stand-ins for base images no registry here serves; buildx and Compose v2 from their Go modules when missing)
 	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/cli-plugins.sh buildx compose
+	@# kubectl's stand-in last: it is the node binaries' kubectl, which CI
+	@# builds in the foreground meanwhile (the build waits for that one).
+	@GO=$(GO) DOCKER=$(DOCKER) deploy/images/standins.sh --except-kubectl
+	@$(MAKE) $(TARGET_DIR)/testenv/kubectl
 	@GO=$(GO) DOCKER=$(DOCKER) KUBECTL=$(TARGET_DIR)/testenv/kubectl deploy/images/standins.sh
 	@mkdir -p $(TARGET_DIR)/docker
 	$(call image,kplug-operator,$(IMAGE_REGISTRY)/kplug-operator:$(IMAGE_TAG),--target kplug-operator,Dockerfile --target kplug-operator; the first build compiles the workspace in release mode$(comma) ten minutes or more)
@@ -555,7 +571,7 @@ bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if benc
 # of the shared dependencies, and the next full test build would rebuild the
 # workspace again.
 .PHONY: test-bench
-test-bench: build bench-servers testenv databases ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
+test-bench: $(call prepared,build bench-servers testenv databases) ## the benchmarks once at tiny sizes: every bench server answers, every end-to-end part completes
 	$(DB_ENV); export KPLUG_BENCH_CALLS=20 KPLUG_BENCH_INFLIGHT_CALLS=64 KPLUG_BENCH_ROUNDS=2 \
 	  KPLUG_BENCH_OUT=$(abspath $(TARGET_DIR))/bench/smoke/polyglot.md; \
 	  CARGO=$(CARGO) python3 dev/test-binaries.py --only kplug-sidecar/polyglot -- --bench
@@ -649,7 +665,7 @@ module-lines: ## no Rust module over 400 lines without its unit tests
 
 # The repository's own Python scripts (dev/), with the Python SDK's tools.
 .PHONY: lint-scripts
-lint-scripts: python-sdk ## ruff and mypy --strict on dev/'s Python scripts
+lint-scripts: $(call prepared,python-sdk) ## ruff and mypy --strict on dev/'s Python scripts
 	$(DOCS_PY)/ruff check --line-length 100 dev
 	$(DOCS_PY)/ruff format --check --line-length 100 dev
 	$(DOCS_PY)/mypy --strict dev/test-binaries.py dev/module-lines.py

@@ -4,12 +4,14 @@
 #
 #   deploy/images/standins.sh                   build the stand-ins that are missing
 #   deploy/images/standins.sh --except-kubectl  the same, but for kubectl's (which
-#                                               needs `make node-binaries` first)
+#                                               needs `make node-binaries` first;
+#                                               `make images` builds the others
+#                                               while those build)
 #   deploy/images/standins.sh --list            print each base image and its state
 #
-# One run at a time on a machine: a second one waits for the first (a lock
-# in KPLUG_STANDIN_WORK), then finds its images there. CI starts the
-# stand-ins beside its first build, and `make images` waits for them.
+# One run at a time on a machine (two `make images` at once: the one `make
+# test` runs in the background and one typed meanwhile): a second run waits
+# for the first (a lock in KPLUG_STANDIN_WORK), then finds its images there.
 #
 # Each stand-in is built from Debian packages (debootstrap, `docker import`,
 # then small Dockerfiles in deploy/images/standins/), tagged with the exact
