@@ -107,24 +107,24 @@ build: ## build every crate, binary and example of the workspace
 #    because several of these write the same files (the Python SDK's stubs,
 #    the TypeScript build); after this phase every one of them is a no-op.
 # 2. test-checks, two at a time (make -j2, each target's output printed
-#    whole when it ends): the test binaries that share the machine beside the
-#    SDKs' checks, conformance, the benchmarks' smoke run, the docs and the
-#    lints. Most of them wait on API servers and plugins, not on the CPU.
-#    One at a time while `make images` still builds in the background (on a
+#    whole when it ends): the SDKs' checks, conformance, the benchmarks'
+#    smoke run and the lints. One at a time while `make images` still builds in the background (on a
 #    new machine: the release build in Docker is the longest path, and two
 #    at a time made it 2.7 times slower, 887 s against 5 minutes alone):
 #    images-hold, the first of them, holds one of the two slots until the
 #    background build ends, and the second slot opens the moment it does.
-# 3. test-last, one at a time: the test binaries that need the whole machine
-#    and the images (the real node, docker compose), the doc tests, then
+# 3. test-last, one at a time: every test binary of the workspace (those
+#    that need the whole machine's node or engine and the images, one at a
+#    time, beside the others two at a time: the node tests wait on pods, and
+#    the others fill that time; then chaos alone), the doc tests, then
 #    docs/your-own-kind.md word for word. The page last: its
 #    `cargo build -p ...` and its Rust plugin build some dependencies again
 #    with those packages' features (beside the workspace's build, not over
 #    it).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
-TEST_CHECKS := images-hold test-rust-shared test-bench conformance lint test-typescript-sdk test-go-sdk test-java-sdk test-python test-postgresql-plugin test-deploy
-TEST_LAST := images-wait test-rust-alone test-rust-doc test-docs
+TEST_CHECKS := images-hold test-bench conformance lint test-java-sdk test-typescript-sdk test-go-sdk test-python test-postgresql-plugin test-deploy
+TEST_LAST := images-wait test-rust-binaries test-rust-doc test-docs
 TEST_PARALLEL ?= 2
 # Within `make test`, phases 2 and 3 run with PREPARED=1: what a check needs
 # was built in test-prepare, so its prerequisites are left out. Not only to
@@ -175,7 +175,16 @@ test-build: ## build every test binary of the workspace (cargo test --workspace 
 	$(CARGO) test --workspace --all-targets --no-run
 
 .PHONY: test-rust
-test-rust: images test-rust-shared test-rust-alone test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones alone), then the doc tests
+test-rust: images test-rust-binaries test-rust-doc ## every test binary of the workspace (two at a time; the machine-wide ones one at a time beside them), then the doc tests
+
+# Every test binary: the shared ones two at a time, beside them the ones
+# that need the whole machine's node or engine one at a time, then chaos
+# alone (dev/test-binaries.py says why). `make test` runs this in test-last,
+# once the images are built: the node tests wait on pods for minutes, and
+# the shared binaries fill that time.
+.PHONY: test-rust-binaries
+test-rust-binaries: $(call prepared,testenv node-binaries build sdk-hellos databases python python-sdk deploy-tools) ## every test binary of the workspace (the real node's ones need `make images` first)
+	$(TEST_BINARIES) --group all
 
 .PHONY: test-rust-shared
 test-rust-shared: $(call prepared,testenv build sdk-hellos databases python python-sdk deploy-tools) ## the test binaries that share the machine, two at a time
@@ -566,7 +575,7 @@ bench-end-to-end: testenv ## P2-P5 (then the whole table, with P1's rows if benc
 # converge, its processes start and stop). Their numbers mean nothing at
 # that size and nothing is asserted on time; the tables go to
 # $(TARGET_DIR)/bench/smoke/, not over a real run's. The polyglot bench is
-# the binary that test-rust-shared's build made (dev/test-binaries.py
+# the binary that the test build made (dev/test-binaries.py
 # --only): `cargo test --bench polyglot` alone would build another feature set
 # of the shared dependencies, and the next full test build would rebuild the
 # workspace again.

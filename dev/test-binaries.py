@@ -12,14 +12,18 @@ runs up to N of them at once (default 2), each as `cargo test` would: in its
 package's directory, with the same `CARGO_*` variables, and TEST ARGS (for
 example `--nocapture`) passed on.
 
-Binaries that use something the whole machine has one of run alone, after the
-others, one at a time (ALONE below): the real node (one network bridge and
-iptables chain per machine), Docker Compose's project and published ports,
-and the suites that measure time or load (the chaos run, the benchmarks'
-smoke run). A binary's output is printed whole when it ends, so lines of two
-binaries never interleave; a line says when each starts. The exit status is
-non-zero if any binary failed, and the end lists each one and its result,
-with the failed ones' names.
+Binaries that use something the whole machine has one of run one at a time
+(ALONE below): the real node (one network bridge and iptables chain per
+machine), Docker Compose's project and published ports. They run beside the
+others, not after them: a node test spends its minutes waiting on the
+kubelet and its pods, and what the others run (API servers, operators and
+plugins on loopback) touches nothing of a node's or the engine's state and
+sends nothing off the machine, which the node tests' leak and egress checks
+would see. The suites that bound the time things take run last, with
+nothing beside them (QUIET: the chaos run). A binary's output is printed
+whole when it ends, so lines of two binaries never interleave; a line says
+when each starts. The exit status is non-zero if any binary failed, and the
+end lists each one and its result, with the failed ones' names.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# package/target of the binaries that run alone, after the rest, and why.
+# package/target of the binaries that run one at a time, beside the rest,
+# and why (the QUIET ones after everything else, with nothing beside them).
 ALONE = {
     # One node per machine (the cni0 bridge, an iptables chain, containerd's
     # /run/containerd/s), and both take minutes of image unpacking.
@@ -49,6 +54,7 @@ ALONE = {
     # bounds the time each takes.
     "kplug-operator/chaos": "chaos, time-bound",
 }
+QUIET = {"kplug-operator/chaos"}
 
 
 # Seconds each of the longest binaries took in one CI run (2 cores, 27 Nov
@@ -173,6 +179,12 @@ def run(binary: Binary, test_args: list[str]) -> None:
         print(f"[tests] {binary.name}: {binary.result} in {binary.seconds:.0f}s", flush=True)
 
 
+def run_each(binaries: list[Binary], test_args: list[str]) -> None:
+    """Runs the binaries one after another."""
+    for binary in binaries:
+        run(binary, test_args)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Build the workspace's test binaries and run several at once.",
@@ -189,7 +201,7 @@ def main() -> int:
         choices=["all", "shared", "alone"],
         default="all",
         help="run only the binaries that share the machine, or only those that run alone "
-        "(default: all, the shared ones first)",
+        "(default: all, the alone ones one at a time beside the shared ones, then the quiet ones)",
     )
     parser.add_argument(
         "--only",
@@ -221,22 +233,32 @@ def main() -> int:
     binaries.sort(key=lambda b: -EXPECTED_SECONDS.get(b.name, 0))
     shared = [b for b in binaries if b.name not in ALONE and args.group != "alone"]
     alone = [b for b in binaries if b.name in ALONE and args.group != "shared"]
+    beside = [b for b in alone if b.name not in QUIET]
+    quiet = [b for b in alone if b.name in QUIET]
     binaries = shared + alone
     if args.list:
         for b in shared:
             print(f"{b.name:50} {args.jobs} at once")
-        for b in alone:
-            print(f"{b.name:50} alone ({ALONE[b.name]})")
+        for b in beside:
+            print(f"{b.name:50} one at a time, beside those ({ALONE[b.name]})")
+        for b in quiet:
+            print(f"{b.name:50} last, alone ({ALONE[b.name]})")
         return 0
 
     print(
-        f"[tests] {len(shared)} test binaries, {args.jobs} at once; then {len(alone)} alone",
+        f"[tests] {len(shared)} test binaries, {args.jobs} at once, beside {len(beside)} one at a "
+        f"time; then {len(quiet)} alone",
         flush=True,
     )
     start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with (
+        ThreadPoolExecutor(max_workers=1) as lane,
+        ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool,
+    ):
+        one_at_a_time = lane.submit(run_each, beside, args.test_args)
         list(pool.map(lambda b: run(b, args.test_args), shared))
-    for b in alone:
+        one_at_a_time.result()
+    for b in quiet:
         run(b, args.test_args)
     wall = time.monotonic() - start
 
