@@ -107,8 +107,9 @@ build: ## build every crate, binary and example of the workspace
 #    because several of these write the same files (the Python SDK's stubs,
 #    the TypeScript build); after this phase every one of them is a no-op.
 # 2. test-checks, two at a time (make -j2, each target's output printed
-#    whole when it ends): the SDKs' checks, conformance, the benchmarks'
-#    smoke run and the lints. One at a time while `make images` still builds in the background (on a
+#    whole when it ends): the checks that may download (the Go, Java and
+#    TypeScript SDKs', the Java lint, the test binaries that pip install
+#    from PyPI). One at a time while `make images` still builds in the background (on a
 #    new machine: the release build in Docker is the longest path, and two
 #    at a time made it 2.7 times slower, 887 s against 5 minutes alone):
 #    images-hold, the first of them, holds one of the two slots until the
@@ -116,15 +117,22 @@ build: ## build every crate, binary and example of the workspace
 # 3. test-last, one at a time: every test binary of the workspace (those
 #    that need the whole machine's node or engine and the images, one at a
 #    time, beside the others two at a time: the node tests wait on pods, and
-#    the others fill that time; then chaos alone), the doc tests, then
-#    docs/your-own-kind.md word for word. The page last: its
+#    the others fill that time), and beside them, two make jobs at once, the
+#    checks that need nothing from the network (TEST_BESIDE); then chaos
+#    alone, the doc tests, then docs/your-own-kind.md word for word. The page last: its
 #    `cargo build -p ...` and its Rust plugin build some dependencies again
 #    with those packages' features (beside the workspace's build, not over
 #    it).
 # With -k (as CI runs it), every phase runs even after one failed.
 TEST_PREPARE := testenv images-background node-binaries build test-build databases python python-sdk go-stubs java-sdk sdk-hellos bench-servers conformance-plugins deploy-tools tools
-TEST_CHECKS := images-hold test-bench conformance lint test-java-sdk test-typescript-sdk test-go-sdk test-python test-postgresql-plugin test-deploy
-TEST_LAST := images-wait test-rust-binaries test-rust-doc test-docs
+TEST_CHECKS := images-hold test-rust-network test-go-sdk test-java-sdk test-typescript-sdk lint-java test-deploy
+# The checks that run beside the real node's tests in test-last (test-beside):
+# they wait on processes of their own on loopback, touch no node or engine
+# state and need nothing from the network, which the node tests' leak and
+# egress checks would see. A check that downloads anything (npm ci, Maven)
+# stays in TEST_CHECKS.
+TEST_BESIDE := test-rust-beside conformance test-python test-postgresql-plugin test-bench lint-offline
+TEST_LAST := images-wait test-beside test-rust-quiet test-rust-doc test-docs
 TEST_PARALLEL ?= 2
 # Within `make test`, phases 2 and 3 run with PREPARED=1: what a check needs
 # was built in test-prepare, so its prerequisites are left out. Not only to
@@ -182,9 +190,22 @@ test-rust: images test-rust-binaries test-rust-doc ## every test binary of the w
 # alone (dev/test-binaries.py says why). `make test` runs this in test-last,
 # once the images are built: the node tests wait on pods for minutes, and
 # the shared binaries fill that time.
-.PHONY: test-rust-binaries
+.PHONY: test-rust-binaries test-rust-beside test-rust-quiet test-rust-network
 test-rust-binaries: $(call prepared,testenv node-binaries build sdk-hellos databases python python-sdk deploy-tools) ## every test binary of the workspace (the real node's ones need `make images` first)
 	$(TEST_BINARIES) --group all
+test-rust-beside: $(call prepared,testenv node-binaries build sdk-hellos databases python python-sdk deploy-tools)
+	$(TEST_BINARIES) --group beside
+test-rust-quiet: $(call prepared,testenv build databases)
+	$(TEST_BINARIES) --group quiet
+test-rust-network: $(call prepared,testenv build databases python-sdk deploy-tools)
+	$(TEST_BINARIES) --group network
+
+# test-last's second step: the test binaries (the real node's one at a time,
+# the others two at a time) beside the checks that can share the machine
+# with a node's tests, two make jobs at once.
+.PHONY: test-beside
+test-beside:
+	@$(MAKE) -j$(TEST_PARALLEL) --output-sync=target $(TEST_BESIDE)
 
 .PHONY: test-rust-shared
 test-rust-shared: $(call prepared,testenv build sdk-hellos databases python python-sdk deploy-tools) ## the test binaries that share the machine, two at a time
@@ -665,7 +686,12 @@ BUF := node_modules/.bin/buf
 NPM_STAMP := node_modules/.kplug-npm-installed
 
 .PHONY: lint
-lint: fmt-check clippy module-lines rustdoc go-vet buf-lint buf-breaking lint-scripts lint-java ## rustfmt, clippy, module sizes, rustdoc, go vet, buf lint and buf breaking, ruff and mypy on dev/'s scripts, google-java-format on the Java SDK
+lint: lint-offline lint-java ## rustfmt, clippy, module sizes, rustdoc, go vet, buf lint and buf breaking, ruff and mypy on dev/'s scripts, google-java-format on the Java SDK
+
+# What of `lint` needs nothing from the network: `make test` runs it beside
+# the real node's tests (lint-java's Maven may fetch its formatter).
+.PHONY: lint-offline
+lint-offline: fmt-check clippy module-lines rustdoc go-vet buf-lint buf-breaking lint-scripts ## every lint but lint-java's
 
 # No Rust module over 400 lines, its unit tests aside (docs/development.md).
 .PHONY: module-lines

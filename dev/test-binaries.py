@@ -55,6 +55,13 @@ ALONE = {
     "kplug-operator/chaos": "chaos, time-bound",
 }
 QUIET = {"kplug-operator/chaos"}
+# Shared binaries that reach the network: never beside the node tests, whose
+# egress check counts every packet that leaves the machine. They run before
+# the one-at-a-time lane starts (`make test` runs them in its phase 2).
+NETWORK = {
+    # pip installs the Python image's requirements from PyPI.
+    "kplug-deploy-tests/dockerfiles",
+}
 
 
 # Seconds each of the longest binaries took in one CI run (2 cores, 27 Nov
@@ -198,10 +205,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--group",
-        choices=["all", "shared", "alone"],
+        choices=["all", "shared", "alone", "beside", "quiet", "network"],
         default="all",
-        help="run only the binaries that share the machine, or only those that run alone "
-        "(default: all, the alone ones one at a time beside the shared ones, then the quiet ones)",
+        help="all (the default): the network ones, then the alone ones one at a time beside the "
+        "shared ones, then the quiet ones; shared or alone: only those (shared: the network ones "
+        "first; alone: the quiet ones last); beside: all but the network and quiet ones; quiet, "
+        "network: only those",
     )
     parser.add_argument(
         "--only",
@@ -222,21 +231,32 @@ def main() -> int:
     args = parser.parse_args()
 
     binaries = build(os.environ.get("CARGO", "cargo"), args.cargo_args.split())
-    unknown = set(ALONE) - {b.name for b in binaries}
+    unknown = (set(ALONE) | NETWORK) - {b.name for b in binaries}
     if unknown:
-        sys.exit(f"[tests] ALONE names binaries that were not built: {sorted(unknown)}")
+        sys.exit(f"[tests] ALONE or NETWORK names binaries that were not built: {sorted(unknown)}")
     if args.only:
         missing = set(args.only) - {b.name for b in binaries}
         if missing:
             sys.exit(f"[tests] --only names binaries that were not built: {sorted(missing)}")
         binaries = [b for b in binaries if b.name in args.only]
     binaries.sort(key=lambda b: -EXPECTED_SECONDS.get(b.name, 0))
-    shared = [b for b in binaries if b.name not in ALONE and args.group != "alone"]
-    alone = [b for b in binaries if b.name in ALONE and args.group != "shared"]
-    beside = [b for b in alone if b.name not in QUIET]
-    quiet = [b for b in alone if b.name in QUIET]
-    binaries = shared + alone
+    groups = {
+        "all": ("network", "shared", "beside", "quiet"),
+        "shared": ("network", "shared"),
+        "alone": ("beside", "quiet"),
+        "beside": ("shared", "beside"),
+        "quiet": ("quiet",),
+        "network": ("network",),
+    }[args.group]
+    network = [b for b in binaries if b.name in NETWORK and "network" in groups]
+    shared = [b for b in binaries if b.name not in ALONE.keys() | NETWORK and "shared" in groups]
+    beside = [b for b in binaries if b.name in ALONE and b.name not in QUIET and "beside" in groups]
+    quiet = [b for b in binaries if b.name in QUIET and "quiet" in groups]
+    alone = beside + quiet
+    binaries = network + shared + alone
     if args.list:
+        for b in network:
+            print(f"{b.name:50} first, {args.jobs} at once (it reaches the network)")
         for b in shared:
             print(f"{b.name:50} {args.jobs} at once")
         for b in beside:
@@ -246,11 +266,13 @@ def main() -> int:
         return 0
 
     print(
-        f"[tests] {len(shared)} test binaries, {args.jobs} at once, beside {len(beside)} one at a "
-        f"time; then {len(quiet)} alone",
+        f"[tests] {len(network)} test binaries that reach the network, then {len(shared)}, "
+        f"{args.jobs} at once, beside {len(beside)} one at a time; then {len(quiet)} alone",
         flush=True,
     )
     start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(lambda b: run(b, args.test_args), network))
     with (
         ThreadPoolExecutor(max_workers=1) as lane,
         ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool,
