@@ -16,6 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 deploy=$(cd "$here/.." && pwd)
 # shellcheck source=../tool-versions.env
 . "$deploy/tool-versions.env"
+# shellcheck source=lock.sh
+. "$here/lock.sh"
 docker=${DOCKER:-docker}
 go=${GO:-go}
 plugins=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins
@@ -25,19 +27,11 @@ say() { printf '[cli-plugins] %s\n' "$*" >&2; }
 
 # build <plugin> <module> <version> <package> <version variable>
 # In a subshell of its own: it holds the plugin's lock until it returns.
-# One build of a plugin at a time on a machine (two `make images` at once:
-# the one `make test` runs in the background and one typed meanwhile): the
-# second waits for the first, then finds the plugin there.
+# One build of a plugin at a time on a machine (lock.sh): the second waits
+# for the first, then finds the plugin there.
 build() (
-  local plugin=$1 module=$2 version=$3 package=$4 variable=$5 dir start current ours waited
-  mkdir -p "$work"
-  exec 8>"$work/.lock-$plugin"
-  if ! flock -n 8; then
-    say "$plugin: another cli-plugins.sh is building it (lock $work/.lock-$plugin); waiting..."
-    waited=$(date +%s)
-    flock 8
-    say "$plugin: the other build ended after $(( $(date +%s) - waited ))s"
-  fi
+  local plugin=$1 module=$2 version=$3 package=$4 variable=$5 dir start current ours
+  take_lock 8 "$work/.lock-$plugin" "$plugin"
   current=$("$docker" "${plugin#docker-}" version 2>/dev/null | head -1 || true)
   # A stamp marks a plugin this script built, so a new pinned version
   # replaces it; a working plugin without one is the user's own.

@@ -39,6 +39,8 @@ docker=${DOCKER:-docker}
 work=${KPLUG_STANDIN_WORK:-$root/target/standins}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 label=org.kplug.stand-in
+# shellcheck source=lock.sh
+. "$here/lock.sh"
 
 # Tag -> how it is made. Order matters: later ones build FROM debian.
 bases=(
@@ -199,15 +201,9 @@ esac
   || { say "no Docker engine answers; start one: deploy/images/engine.sh start"; exit 1; }
 
 # Two runs at once would both build what is missing, into the same scratch
-# directories: the second waits, and then finds the images the first made.
-mkdir -p "$work"
-exec 9>"$work/.lock"
-if ! flock -n 9; then
-  say "another standins.sh is building (lock $work/.lock); waiting for it..."
-  waited=$(date +%s)
-  flock 9
-  say "the other run ended after $(( $(date +%s) - waited ))s"
-fi
+# directories: the second waits (lock.sh), then finds the images the first
+# made.
+take_lock 9 "$work/.lock" "stand-ins"
 
 for tag in "${bases[@]}"; do
   if [ -n "$except" ] && [ "${tag%%:*}" = "$except" ]; then
